@@ -1,0 +1,224 @@
+"""Validate recall-kit eval datasets (DESIGN.md section 6) and memory stores (section 1).
+
+Usage: python bench/check_datasets.py PATH [PATH ...]
+
+A PATH holding `queries.jsonl` is a dataset (memories under `PATH/memories/`); any other folder
+is checked as a bare memory store. Prints counts per kind; exits 1 when anything is wrong.
+Standard library and PyYAML only, so it runs before the package is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+MEMORY_TYPES = frozenset({"user", "feedback", "project", "reference"})
+INDEX_FILE = "MEMORY.md"
+QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
+KNOWN_KINDS = frozenset(
+    {
+        "lexical", "paraphrase", "typo", "multi", "semantic", "negative",
+        "zh", "ja", "ko", "mixed", "fullwidth",
+    }
+)
+FOREIGN_KIND = re.compile(r"^locomo-\d+$")  # the converted LoCoMo split keeps its own kinds
+
+# Words too common to count as shared content between a `semantic` query and its memory.
+STOP_WORDS = frozenset(
+    """
+    the and for are but not you your yours with this that these those from into onto over under
+    was were been being have has had having does did doing done can could should would will shall
+    may might must what which who whom whose when where why how all any both each few more most
+    other some such only own same than too very just also about again then there here they them
+    their its our ours out off she her him his who she let lets get got use using used one two
+    now way still yet ever never per via etc else like
+    """.split()
+)
+WORD = re.compile(r"[^\W\d_]{3,}")
+FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+FULLWIDTH = re.compile(r"[\uff01-\uff5e\u3000]")
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    memories: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+
+    def problem(self, where: object, reason: str) -> None:
+        self.problems.append(f"{where}: {reason}")
+
+
+def word_forms(word: str) -> set[str]:
+    """The word and its crude suffix-stripped forms (s/es/ed/ing); any shared form counts as shared."""
+    forms = {word}
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            forms.add(stem)
+            if suffix in ("ing", "ed", "es"):
+                forms.add(stem + "e")  # using -> use, saved -> save, releases -> release
+    return forms
+
+
+def content_words(text: str) -> set[str]:
+    """Lowercased word runs of >= 3 letters minus stop words, each with its stripped forms."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words: set[str] = set()
+    for word in WORD.findall(folded):
+        if word not in STOP_WORDS:
+            words |= word_forms(word)
+    return words
+
+
+def parse_memory(path: Path) -> dict[str, object]:
+    """Parse one memory file; raises ValueError with a one-line reason."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"invalid UTF-8 ({exc.reason})") from None
+    match = FRONTMATTER.match(text)
+    if match is None:
+        raise ValueError("no YAML frontmatter between '---' lines")
+    try:
+        meta = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"malformed frontmatter: {str(exc).splitlines()[0]}") from None
+    if not isinstance(meta, dict):
+        raise ValueError("frontmatter is not a mapping")
+    for key in ("name", "description"):
+        value = meta.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"missing or empty {key!r}")
+    if "\n" in meta["description"].strip():
+        raise ValueError("description spans more than one line")
+    if meta.get("type") not in MEMORY_TYPES:
+        raise ValueError(f"type {meta.get('type')!r} is not one of {sorted(MEMORY_TYPES)}")
+    keywords = meta.get("keywords", [])
+    if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+        raise ValueError("keywords is not a list of strings")
+    body = match.group(2)
+    if not body.strip():
+        raise ValueError("empty body")
+    return {**meta, "keywords": keywords, "body": body}
+
+
+def memory_text(memory: dict[str, object]) -> str:
+    keywords = " ".join(memory["keywords"])  # type: ignore[arg-type]
+    return f"{memory['name']}\n{memory['description']}\n{keywords}\n{memory['body']}"
+
+
+def load_store(root: Path, report: Report) -> dict[str, dict[str, object]]:
+    """Every memory under root by relative POSIX path; bad files become problems."""
+    memories: dict[str, dict[str, object]] = {}
+    for path in sorted(root.rglob("*.md")):
+        rel = path.relative_to(root)
+        if path.name == INDEX_FILE or any(part.startswith(".") for part in rel.parts):
+            continue
+        try:
+            memories[rel.as_posix()] = parse_memory(path)
+        except ValueError as exc:
+            report.problem(path, str(exc))
+    report.memories = len(memories)
+    if not memories:
+        report.problem(root, "no memory files")
+    return memories
+
+
+def check_query(line_no: int, raw: str, memories: dict[str, dict[str, object]],
+                seen_ids: set[str], report: Report) -> None:
+    where = f"queries.jsonl:{line_no}"
+    try:
+        item = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        report.problem(where, f"not JSON ({exc.msg})")
+        return
+    if not isinstance(item, dict) or not QUERY_KEYS <= item.keys():
+        report.problem(where, f"needs keys {sorted(QUERY_KEYS)}")
+        return
+    qid, query, relevant, kind = item["id"], item["query"], item["relevant"], item["kind"]
+    where = f"{where} ({qid})"
+    if not isinstance(qid, str) or not qid or qid in seen_ids:
+        report.problem(where, "id missing or duplicated")
+    seen_ids.add(str(qid))
+    if not isinstance(query, str) or not query.strip():
+        report.problem(where, "empty query")
+        return
+    if not isinstance(relevant, list) or len(set(map(str, relevant))) != len(relevant):
+        report.problem(where, "relevant must be a list of distinct paths")
+        return
+    if not isinstance(kind, str) or not (kind in KNOWN_KINDS or FOREIGN_KIND.match(kind)):
+        report.problem(where, f"unknown kind {kind!r}")
+        return
+    report.kinds[kind] += 1
+    for path in relevant:
+        if path not in memories:
+            report.problem(where, f"relevant path {path!r} is not a memory")
+    if (kind == "negative") != (not relevant):
+        report.problem(where, "negative queries, and only they, have relevant: []")
+    if kind == "multi" and len(relevant) < 2:
+        report.problem(where, "multi needs at least two relevant memories")
+    if kind == "fullwidth" and not FULLWIDTH.search(query):
+        report.problem(where, "fullwidth query has no full-width character")
+    if kind in ("zh", "ja", "ko") and not CJK.search(query):
+        report.problem(where, f"{kind} query has no CJK text")
+    if kind == "semantic":
+        query_words = content_words(query)
+        for path in relevant:
+            if path in memories:
+                shared = query_words & content_words(memory_text(memories[path]))
+                if shared:
+                    report.problem(where, f"semantic query shares {sorted(shared)} with {path}")
+
+
+def check_dataset(folder: Path) -> Report:
+    report = Report()
+    memories = load_store(folder / "memories", report)
+    seen_ids: set[str] = set()
+    with open(folder / "queries.jsonl", encoding="utf-8") as lines:
+        for line_no, raw in enumerate(lines, start=1):
+            if raw.strip():
+                check_query(line_no, raw, memories, seen_ids, report)
+    if not report.kinds:
+        report.problem(folder, "no queries")
+    return report
+
+
+def check_path(path: Path) -> Report:
+    if (path / "queries.jsonl").is_file():
+        return check_dataset(path)
+    report = Report()
+    load_store(path, report)
+    return report
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    failed = False
+    for arg in argv:
+        path = Path(arg)
+        if not path.is_dir():
+            print(f"{path}: not a folder", file=sys.stderr)
+            return 2
+        report = check_path(path)
+        total = sum(report.kinds.values())
+        counts = ", ".join(f"{kind} {n}" for kind, n in sorted(report.kinds.items()))
+        print(f"{path}: {report.memories} memories, {total} queries" + (f" ({counts})" if counts else ""))
+        for problem in report.problems:
+            print(f"  PROBLEM {problem}")
+        failed = failed or bool(report.problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
