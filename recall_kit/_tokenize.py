@@ -1,0 +1,144 @@
+"""Text to index terms: NFKC, case-folding, identifiers, CJK bigrams, stop words, a light stemmer.
+
+Documents and queries go through the same ``analyze``; a query additionally keeps each
+token's surface word so that typo tolerance can compare what the user actually typed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+_CJK = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # han
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # hangul
+)
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_HAS_CJK = re.compile(f"[{_CJK}]")
+_POSSESSIVE = re.compile(r"['’]s\b")
+# A word, or an identifier whose parts are joined by _ . or - (snake_case, dotted.names, kebab-case).
+_WORD = re.compile(r"[^\W_]+(?:[_.\-]+[^\W_]+)*")
+_SEPARATORS = re.compile(r"[_.\-]+")
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before being
+    below between both but by can cannot could couldn did didn do does doesn doing don down during each
+    few for from further had hadn has hasn have haven having he her here hers herself him himself his how
+    i if in into is isn it its itself just let me more most my myself no nor not now of off on once only
+    or other ought our ours ourselves out over own same shan she should shouldn so some such than that
+    the their theirs them themselves then there these they this those through to too under until up very
+    was wasn we were weren what when where which while who whom why will with won would wouldn you your
+    yours yourself yourselves ll re ve e_g i_e etc also via per
+    """.split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One index term, with the folded surface word it came from (None for CJK and whole identifiers)."""
+
+    term: str
+    surface: str | None
+
+
+def analyze(text: str) -> list[Token]:
+    """Tokens of ``text`` in order; the same analysis serves documents and queries."""
+    text = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text))
+    tokens: list[Token] = []
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if _HAS_CJK.search(word):
+            _analyze_mixed(word, tokens)
+        else:
+            _analyze_identifier(word, tokens)
+    return tokens
+
+
+def tokenize(text: str) -> list[str]:
+    """Index terms of ``text`` in order."""
+    return [token.term for token in analyze(text)]
+
+
+def stem(word: str) -> str:
+    """A light English suffix stemmer: plurals, -ing/-ed, a few derivations, final -e.
+
+    Both sides of a match go through it, so it only has to be consistent, not linguistic.
+    """
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    w = word
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith(("ies", "ied")) and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        root = w[: -len(suffix)]
+        if w.endswith(suffix) and len(root) >= 3 and _has_vowel(root):
+            w = root
+            if w[-1] == w[-2] and w[-1] not in "lsz":  # running -> run, but install -> install
+                w = w[:-1]
+            break
+    for suffix, replacement in _DERIVATIONS:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            w = w[: -len(suffix)] + replacement
+            break
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
+_DERIVATIONS = (
+    ("ization", "ize"),
+    ("ational", ""),
+    ("ation", ""),
+    ("ate", ""),
+    ("ness", ""),
+    ("ments", ""),
+    ("ment", ""),
+)
+
+
+def _has_vowel(text: str) -> bool:
+    return any(ch in "aeiouy" for ch in text)
+
+
+def _analyze_mixed(word: str, tokens: list[Token]) -> None:
+    # Split a word that mixes scripts ("Postgres数据库") into CJK runs and the rest.
+    position = 0
+    for run in _CJK_RUN.finditer(word):
+        for rest in _WORD.finditer(word[position : run.start()]):
+            _analyze_identifier(rest.group(), tokens)
+        _analyze_cjk(run.group(), tokens)
+        position = run.end()
+    for rest in _WORD.finditer(word[position:]):
+        _analyze_identifier(rest.group(), tokens)
+
+
+def _analyze_cjk(run: str, tokens: list[Token]) -> None:
+    # Character bigrams; a lone character carries too little meaning to match on.
+    for i in range(len(run) - 1):
+        tokens.append(Token(run[i : i + 2], None))
+
+
+def _analyze_identifier(word: str, tokens: list[Token]) -> None:
+    parts: list[str] = []
+    for piece in _SEPARATORS.split(word):
+        if piece.isascii():
+            parts.extend(_CAMEL_PART.findall(piece) or [piece])
+        elif piece:
+            parts.append(piece)
+    folded = [part.casefold() for part in parts]
+    if len(folded) > 1:
+        whole = _SEPARATORS.sub("_", word.casefold())
+        if whole not in STOP_WORDS:
+            tokens.append(Token(whole, None))
+    for part in folded:
+        if len(part) < 2 or part in STOP_WORDS:
+            continue
+        tokens.append(Token(stem(part), part))
