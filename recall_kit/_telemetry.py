@@ -1,0 +1,130 @@
+"""Telemetry: `recall` and `delivery` events fanned out to sinks that can never break recall."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Protocol, Union
+
+_log = logging.getLogger("recall_kit.telemetry")
+
+Phase = Literal["fast", "refined"]
+Point = Literal["initial", "tool_result", "discarded"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallEvent:
+    """One per handle: what the recall did (emitted when it settles or is cancelled)."""
+
+    session_id: str
+    handle_id: int
+    query_chars: int
+    docs_scanned: int
+    docs_selected: int  # in the settled result; the fast result's count when not settled
+    strategy: str  # heuristic | model | none
+    fast_ms: float | None
+    model_ms: float | None  # None when there is no model stage or it never finished
+    settled: bool
+    fallback_reason: str | None = None
+    kind: Literal["recall"] = field(default="recall", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEvent:
+    """A delivery (fast or refined) or a discard; ``terminal`` marks the handle's last event."""
+
+    session_id: str
+    handle_id: int
+    phase: Phase | None  # None for a discard before anything settled
+    point: Point
+    reason: str | None  # the discard reason when point == "discarded"
+    strategy: str
+    docs: tuple[str, ...]  # refs delivered (or discarded)
+    latency_ms: float  # since the handle's fired_at
+    terminal: bool
+    kind: Literal["delivery"] = field(default="delivery", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["docs"] = list(self.docs)
+        return data
+
+
+Event = Union[RecallEvent, DeliveryEvent]
+
+
+class Sink(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+
+class LoggingSink:
+    """Writes each event as one `key=value` line to a Python logger."""
+
+    def __init__(self, logger: logging.Logger | str = "recall_kit.events", level: int = logging.INFO):
+        self.logger = logging.getLogger(logger) if isinstance(logger, str) else logger
+        self.level = level
+
+    def emit(self, event: Event) -> None:
+        if self.logger.isEnabledFor(self.level):
+            fields = " ".join(f"{k}={v!r}" for k, v in event.to_dict().items() if k != "kind")
+            self.logger.log(self.level, "%s %s", event.kind, fields)
+
+
+class JsonLinesSink:
+    """Appends each event as one JSON object a line; safe to share across threads."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._file = self.path.open("a", encoding="utf-8", buffering=1)
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        line = json.dumps(event.to_dict(), ensure_ascii=False)
+        with self._lock:
+            self._file.write(line + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class CallbackSink:
+    """Calls ``callback(event)`` for each event."""
+
+    def __init__(self, callback: Callable[[Event], object]):
+        self.callback = callback
+
+    def emit(self, event: Event) -> None:
+        self.callback(event)
+
+
+class Telemetry:
+    """Fans events out to sinks. A sink that raises is logged once per call and skipped."""
+
+    def __init__(self, *sinks: Sink | Callable[[Event], object]):
+        self.sinks: list[Sink] = [s if hasattr(s, "emit") else CallbackSink(s) for s in sinks]  # type: ignore[arg-type]
+
+    def emit(self, event: Event) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:  # a broken sink must never break recall
+                _log.warning("telemetry sink %r failed", sink, exc_info=True)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    _log.warning("closing telemetry sink %r failed", sink, exc_info=True)
+
+
+NULL_TELEMETRY = Telemetry()
