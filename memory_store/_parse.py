@@ -1,0 +1,138 @@
+"""Turning the bytes of one memory file into a MemoryDoc, or a one-line reason why not."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc
+from recall_kit._errors import MemoryParseError
+
+# libyaml's loader is several times faster; PyYAML builds without it still work.
+_YamlLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_FENCE = "---"
+_REQUIRED_TEXT_FIELDS = ("name", "description")
+_KNOWN_FIELDS = frozenset({"name", "description", "type", "keywords"})
+
+
+def parse_memory(
+    raw: bytes | str,
+    *,
+    scope: str = "",
+    path: str = "",
+    abspath: Path | str | None = None,
+    mtime: float = 0.0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> MemoryDoc:
+    """Parse one memory file's content. Raises MemoryParseError with a one-line reason.
+
+    ``raw`` is the file's bytes (a str is encoded as UTF-8 first); the size limit,
+    binary check and UTF-8 check apply to those bytes.
+    """
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    if len(data) > max_bytes:
+        raise MemoryParseError(f"file is {len(data)} bytes, over the {max_bytes}-byte limit")
+    nul = data.find(b"\x00")
+    if nul != -1:
+        raise MemoryParseError(f"binary content (NUL byte at offset {nul})")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryParseError(f"invalid UTF-8 at byte {exc.start}") from None
+    front, body = _split_frontmatter(text.removeprefix("\ufeff"))
+    fields = _load_frontmatter(front)
+    name, description = (_text_field(fields, key) for key in _REQUIRED_TEXT_FIELDS)
+    return MemoryDoc(
+        scope=scope,
+        path=path,
+        abspath=Path(abspath) if abspath is not None else Path(path),
+        name=name,
+        description=description,
+        type=_memory_type(fields),
+        keywords=_keywords(fields.get("keywords")),
+        extra=MappingProxyType({k: v for k, v in fields.items() if k not in _KNOWN_FIELDS}),
+        body=body,
+        mtime=mtime,
+        size=len(data),
+        content_hash=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _split_frontmatter(text: str) -> tuple[str, str]:
+    """Return (frontmatter, body); the frontmatter sits between two ``---`` lines at the top."""
+    first_end = text.find("\n")
+    if first_end == -1 or text[:first_end].rstrip() != _FENCE:
+        raise MemoryParseError("missing frontmatter (the file must start with a '---' line)")
+    start = first_end + 1
+    pos = start
+    while pos <= len(text):
+        end = text.find("\n", pos)
+        line = text[pos:] if end == -1 else text[pos:end]
+        if line.rstrip() in (_FENCE, "..."):
+            body = "" if end == -1 else text[end + 1 :]
+            return text[start:pos], body
+        if end == -1:
+            break
+        pos = end + 1
+    raise MemoryParseError("malformed frontmatter: no closing '---' line")
+
+
+def _load_frontmatter(front: str) -> dict[str, Any]:
+    try:
+        fields = yaml.load(front, Loader=_YamlLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise MemoryParseError(f"malformed frontmatter: {problem}{where}") from None
+    if fields is None:
+        raise MemoryParseError("empty frontmatter: name, description and type are required")
+    if not isinstance(fields, dict):
+        raise MemoryParseError(f"malformed frontmatter: expected key: value pairs, got {type(fields).__name__}")
+    return {str(key): value for key, value in fields.items()}
+
+
+def _text_field(fields: dict[str, Any], key: str) -> str:
+    value = fields.get(key)
+    if isinstance(value, (dict, list)):
+        raise MemoryParseError(f"'{key}' must be text, got a {type(value).__name__}")
+    text = "" if value is None else " ".join(str(value).split())
+    if not text:
+        raise MemoryParseError(f"missing '{key}' in frontmatter")
+    return text
+
+
+def _memory_type(fields: dict[str, Any]) -> str:
+    value = fields.get("type")
+    if value is None:
+        raise MemoryParseError("missing 'type' in frontmatter")
+    kind = str(value).strip().lower()
+    if kind not in MEMORY_TYPES:
+        allowed = ", ".join(sorted(MEMORY_TYPES))
+        raise MemoryParseError(f"unknown type {str(value)[:40]!r} (expected one of: {allowed})")
+    return kind
+
+
+def _keywords(value: Any) -> tuple[str, ...]:
+    """Normalise to a tuple of non-empty strings; a comma-separated string is accepted too."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise MemoryParseError(f"'keywords' must be a list of strings, got a {type(value).__name__}")
+    keywords: list[str] = []
+    for item in items:
+        if isinstance(item, (dict, list)):
+            raise MemoryParseError("'keywords' must be a list of strings, got a nested value")
+        word = " ".join(str(item).split()) if item is not None else ""
+        if word and word not in keywords:
+            keywords.append(word)
+    return tuple(keywords)
