@@ -178,10 +178,10 @@ def _coverage(index: FieldIndex, slots: list[_Slot], ref: str) -> _Coverage:
     for slot in slots:
         credit = 0.0
         for match in slot.matches:
-            fields = index.matched_fields(match.term, ref)
-            if fields:
+            posting = index.posting(match.term, ref)
+            if posting:
                 credit = max(credit, match.weight)
-                in_head = in_head or bool(fields & HEAD_FIELDS)
+                in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
         if credit:
             matched += credit * slot.mass
             terms += 1
@@ -196,7 +196,7 @@ def _query_slots(index: FieldIndex, tokens: list) -> list[_Slot]:
         if token.term in seen:
             continue
         seen.add(token.term)
-        df = len(index.postings.get(token.term, ()))
+        df = index.doc_freq(token.term)
         if df:
             slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),)))
             continue
@@ -210,9 +210,10 @@ def _query_slots(index: FieldIndex, tokens: list) -> list[_Slot]:
 def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
     if len(surface) < TYPO_MIN_LENGTH or not surface.isalpha():
         return ()
+    # Typos rarely hit the first letter; bucketing by it keeps this cheap at 50,000 documents.
     candidates: list[str] = []
     for length in range(len(surface) - TYPO_LENGTH_SLACK, len(surface) + TYPO_LENGTH_SLACK + 1):
-        candidates.extend(index.surfaces_by_length.get(length, ()))
+        candidates.extend(index.surface_buckets.get((surface[0], length), ()))
     found = process.extract(
         surface,
         candidates,

@@ -8,21 +8,22 @@ Per term and document (Robertson's BM25F, with rank-bm25's BM25Okapi as the one-
 
 Documents are added and removed one at a time; N, df and the average lengths are running
 totals, so an updated index scores exactly like one rebuilt from scratch. Scoring touches
-only the postings of the query's terms. The index is not thread-safe: its owner serialises
-access (see ``FastHeuristic``).
+only the postings of the query's terms, vectorised per term with numpy (rank-bm25's own
+dependency). The index is not thread-safe: its owner serialises access (see FastHeuristic).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 K1 = 1.2  # rank-bm25's default
 B = 0.75  # rank-bm25's default
 
-Posting = tuple[tuple[int, int], ...]  # (field index, term frequency) for the fields holding the term
+Posting = tuple[int, ...]  # term frequency in each field
 
 
 def bm25_idf(n_docs: int, doc_freq: int) -> float:
@@ -55,12 +56,13 @@ class FieldIndex:
         self.b = b
         self.postings: dict[str, dict[int, Posting]] = {}
         self.refs: list[str | None] = []  # doc id -> ref; None marks a free slot
-        self.lengths: list[tuple[int, ...]] = []  # doc id -> length of each field
         self.doc_terms: list[tuple[str, ...]] = []  # doc id -> its distinct terms, for removal
         self.ids: dict[str, int] = {}  # ref -> doc id
         self.total_lengths = [0] * len(self.field_weights)
         self.surfaces: dict[str, int] = {}  # folded surface word -> documents holding it
-        self.surfaces_by_length: dict[int, dict[str, None]] = {}  # for typo look-ups
+        self.surface_buckets: dict[tuple[str, int], dict[str, None]] = {}  # (first char, length)
+        self._lengths = np.zeros((16, len(self.field_weights)))  # doc id -> field lengths
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (ids, tf), lazily
         self._doc_surfaces: list[tuple[str, ...]] = []
         self._free: list[int] = []
 
@@ -70,34 +72,35 @@ class FieldIndex:
     def __contains__(self, ref: object) -> bool:
         return ref in self.ids
 
-    def add(
-        self, ref: str, fields: Sequence[Sequence[str]], surfaces: Iterable[str] = ()
-    ) -> None:
+    def add(self, ref: str, fields: Sequence[Sequence[str]], surfaces: Iterable[str] = ()) -> None:
         """Index one document given the terms of each field; replaces an existing ``ref``."""
         if ref in self.ids:
             self.remove(ref)
-        counts: dict[str, dict[int, int]] = {}
+        n_fields = len(self.field_weights)
+        counts: dict[str, list[int]] = {}
         for field, terms in enumerate(fields):
             for term in terms:
-                per_field = counts.setdefault(term, {})
-                per_field[field] = per_field.get(field, 0) + 1
+                per_field = counts.get(term)
+                if per_field is None:
+                    per_field = counts[term] = [0] * n_fields
+                per_field[field] += 1
         doc_id = self._free.pop() if self._free else self._grow()
         self.refs[doc_id] = ref
-        lengths = tuple(len(terms) for terms in fields)
-        self.lengths[doc_id] = lengths
+        self.ids[ref] = doc_id
+        for field, terms in enumerate(fields):
+            self._lengths[doc_id, field] = len(terms)
+            self.total_lengths[field] += len(terms)
         self.doc_terms[doc_id] = tuple(counts)
+        for term, per_field in counts.items():
+            self.postings.setdefault(term, {})[doc_id] = tuple(per_field)
+            self._arrays.pop(term, None)
         distinct_surfaces = tuple(dict.fromkeys(surfaces))
         self._doc_surfaces[doc_id] = distinct_surfaces
-        self.ids[ref] = doc_id
-        for field, length in enumerate(lengths):
-            self.total_lengths[field] += length
-        for term, per_field in counts.items():
-            self.postings.setdefault(term, {})[doc_id] = tuple(sorted(per_field.items()))
         for surface in distinct_surfaces:
             count = self.surfaces.get(surface, 0)
             self.surfaces[surface] = count + 1
             if not count:
-                self.surfaces_by_length.setdefault(len(surface), {})[surface] = None
+                self.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
 
     def remove(self, ref: str) -> bool:
         """Drop one document; False when it was not indexed."""
@@ -107,6 +110,7 @@ class FieldIndex:
         for term in self.doc_terms[doc_id]:
             docs = self.postings[term]
             del docs[doc_id]
+            self._arrays.pop(term, None)
             if not docs:
                 del self.postings[term]
         for surface in self._doc_surfaces[doc_id]:
@@ -115,78 +119,80 @@ class FieldIndex:
                 self.surfaces[surface] = left
             else:
                 del self.surfaces[surface]
-                del self.surfaces_by_length[len(surface)][surface]
-        for field, length in enumerate(self.lengths[doc_id]):
-            self.total_lengths[field] -= length
+                del self.surface_buckets[_bucket(surface)][surface]
+        for field in range(len(self.field_weights)):
+            self.total_lengths[field] -= int(self._lengths[doc_id, field])
+        self._lengths[doc_id] = 0.0
         self.refs[doc_id] = None
         self.doc_terms[doc_id] = ()
         self._doc_surfaces[doc_id] = ()
         self._free.append(doc_id)
         return True
 
-    def idf(self, term: str) -> float:
-        return bm25_idf(len(self.ids), len(self.postings.get(term, ())))
+    def doc_freq(self, term: str) -> int:
+        return len(self.postings.get(term, ()))
 
-    def term_score(self, term_idf: float, posting: Posting, doc_id: int) -> float:
-        """One term's BM25F contribution to one document (the formula in the module docstring)."""
-        n = len(self.ids)
-        lengths = self.lengths[doc_id]
-        tf = 0.0
-        for field, count in posting:
-            average = self.total_lengths[field] / n or 1.0
-            norm = 1.0 - self.b + self.b * lengths[field] / average
-            tf += self.field_weights[field] * count / norm
-        return term_idf * tf * (self.k1 + 1.0) / (self.k1 + tf)
+    def idf(self, term: str) -> float:
+        return bm25_idf(len(self.ids), self.doc_freq(term))
+
+    def posting(self, term: str, ref: str) -> Posting | None:
+        """Per-field frequencies of ``term`` in ``ref``, or None when it does not occur there."""
+        doc_id = self.ids.get(ref)
+        return None if doc_id is None else self.postings.get(term, {}).get(doc_id)
 
     def score(self, query: Sequence[QueryTerm], *, limit: int = 50) -> tuple[list[Hit], int]:
         """The best ``limit`` documents for ``query`` (score desc, then ref) and postings visited."""
         n = len(self.ids)
         if not n:
             return [], 0
-        weights = self.field_weights
         k1 = self.k1
         one_minus_b = 1.0 - self.b
         b_over_avg = [self.b / (total / n) if total else 0.0 for total in self.total_lengths]
-        lengths = self.lengths
-        scores: dict[int, float] = {}
+        scores = np.zeros(len(self.refs))
         visited = 0
         for qterm in query:
             docs = self.postings.get(qterm.term)
             if not docs:
                 continue
+            ids, tfs = self._term_arrays(qterm.term, docs)
+            lengths = self._lengths[ids]
+            tf = np.zeros(len(ids))
+            for field, weight in enumerate(self.field_weights):
+                tf += weight * tfs[:, field] / (one_minus_b + b_over_avg[field] * lengths[:, field])
             factor = bm25_idf(n, len(docs)) * qterm.weight * (k1 + 1.0)
+            scores[ids] += factor * tf / (k1 + tf)
             visited += len(docs)
-            for doc_id, posting in docs.items():
-                doc_lengths = lengths[doc_id]
-                tf = 0.0
-                for field, count in posting:
-                    tf += weights[field] * count / (one_minus_b + b_over_avg[field] * doc_lengths[field])
-                scores[doc_id] = scores.get(doc_id, 0.0) + factor * tf / (k1 + tf)
-        refs = self.refs
-        best = heapq.nsmallest(
-            limit, scores.items(), key=lambda item: (-item[1], refs[item[0]])
-        )
-        return [Hit(refs[doc_id], score) for doc_id, score in best], visited  # type: ignore[arg-type]
+        return self._best(scores, limit), visited
 
-    def matched_fields(self, term: str, ref: str) -> frozenset[int]:
-        """The fields of ``ref`` that hold ``term`` (empty when none)."""
-        doc_id = self.ids.get(ref)
-        posting = self.postings.get(term, {}).get(doc_id) if doc_id is not None else None
-        return frozenset(field for field, _ in posting or ())
+    def _best(self, scores: np.ndarray, limit: int) -> list[Hit]:
+        touched = np.flatnonzero(scores)
+        if len(touched) > limit:
+            # Keep every document tied with the limit-th score, so the ref tie-break decides.
+            cutoff = np.partition(scores[touched], len(touched) - limit)[len(touched) - limit]
+            touched = touched[scores[touched] >= cutoff]
+        refs = self.refs
+        best = sorted(((-float(scores[i]), refs[i]) for i in touched), key=lambda item: item)
+        return [Hit(ref, -negative) for negative, ref in best[:limit]]  # type: ignore[arg-type]
+
+    def _term_arrays(self, term: str, docs: dict[int, Posting]) -> tuple[np.ndarray, np.ndarray]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            ids = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
+            tfs = np.array(list(docs.values()), dtype=np.float64).reshape(len(docs), -1)
+            arrays = self._arrays[term] = (ids, tfs)
+        return arrays
 
     def _grow(self) -> int:
+        doc_id = len(self.refs)
+        if doc_id >= len(self._lengths):
+            grown = np.zeros((2 * len(self._lengths), len(self.field_weights)))
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
         self.refs.append(None)
-        self.lengths.append(())
         self.doc_terms.append(())
         self._doc_surfaces.append(())
-        return len(self.refs) - 1
+        return doc_id
 
 
-def build_index(
-    docs: Mapping[str, Sequence[Sequence[str]]], field_weights: Sequence[float]
-) -> FieldIndex:
-    """An index over ``docs`` (ref -> terms per field), added in ref order for determinism."""
-    index = FieldIndex(field_weights)
-    for ref in sorted(docs):
-        index.add(ref, docs[ref])
-    return index
+def _bucket(surface: str) -> tuple[str, int]:
+    return surface[:1], len(surface)
