@@ -1,0 +1,186 @@
+"""The prefetch handle: owns one recall task, its fast-result box and its settled state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence, Union
+
+from memory_store import MemoryDoc
+
+if TYPE_CHECKING:
+    from recall_kit._heuristic import FastHeuristic, FastResult
+    from recall_kit._selector import ModelSelector, Selection
+
+_log = logging.getLogger("recall_kit")
+
+# Ceiling on the whole model stage, above the selector's own 30 s deadline: a last safety net
+# so that a selector which ignored its deadline still cannot keep a handle alive forever.
+MODEL_STAGE_SAFETY_S = 60.0
+# How often a threading.Event abort signal is polled from the loop (it has no callback hook).
+ABORT_POLL_S = 0.005
+
+AbortSignal = Union[asyncio.Event, threading.Event]
+
+
+class FastResultBox:
+    """Where the heuristic publishes its result. It exists before the handle, so a result
+    published early is never lost; a non-empty publish wakes whoever waits on the handle."""
+
+    __slots__ = ("result", "published_at", "_on_docs")
+
+    def __init__(self) -> None:
+        self.result: FastResult | None = None
+        self.published_at: float | None = None
+        self._on_docs: Callable[[], None] | None = None
+
+    @property
+    def has_docs(self) -> bool:
+        return self.result is not None and bool(self.result.docs)
+
+    def publish(self, result: FastResult) -> None:
+        self.result = result
+        self.published_at = time.perf_counter()
+        if result.docs and self._on_docs is not None:
+            self._on_docs()
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOutcome:
+    """What a recall settled with. ``phase`` is ``fast`` when no model stage ran."""
+
+    docs: tuple[MemoryDoc, ...]
+    strategy: str  # heuristic | model | none
+    phase: Literal["fast", "refined"]
+    fast_ms: float | None
+    model_ms: float | None
+    fallback_reason: str | None = None
+
+
+@dataclass(eq=False)
+class PrefetchHandle:
+    """One recall in flight for one user query. The session decides what to deliver from it;
+    the handle only owns the tasks and records what happened."""
+
+    id: int
+    query: str
+    box: FastResultBox
+    fired_at: float = field(default_factory=time.perf_counter)
+    task: asyncio.Task[None] | None = None
+    abort_watch: asyncio.Task[None] | None = None
+    settled_at: float | None = None
+    result: RecallOutcome | None = None
+    consumed: bool = False  # reached its terminal event (delivered for good or discarded)
+    fast_delivered: bool = False
+    fast_delivered_paths: set[str] = field(default_factory=set)
+    terminal_logged: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.box._on_docs = self.wake.set
+
+    @property
+    def settled(self) -> bool:
+        return self.settled_at is not None
+
+    def settle(self, outcome: RecallOutcome) -> bool:
+        """Record the outcome; False when the handle already ended (the outcome is dropped)."""
+        if self.consumed:
+            return False
+        self.result = outcome
+        self.settled_at = time.perf_counter()
+        self.wake.set()
+        return True
+
+    def stop(self) -> None:
+        """Cancel whatever still runs. Idempotent; the owner awaits the tasks on close."""
+        self.consumed = True
+        self.wake.set()
+        current = asyncio.current_task()
+        for task in (self.task, self.abort_watch):
+            if task is not None and task is not current and not task.done():
+                task.cancel()
+
+
+async def run_recall(
+    handle: PrefetchHandle,
+    heuristic: FastHeuristic,
+    selector: ModelSelector | None,
+    snapshot_docs: Callable[[], Sequence[MemoryDoc]],
+    exclude: frozenset[str],
+    on_settled: Callable[[PrefetchHandle], None],
+) -> None:
+    """The recall task: the heuristic first (published at once), then the model if any."""
+    fast = _run_heuristic(heuristic, handle.query, exclude)
+    handle.box.publish(fast)
+    gated = tuple(s.doc for s in fast.docs)
+    if selector is None:
+        outcome = RecallOutcome(gated, fast.strategy, "fast", fast.elapsed_ms, None)
+    else:
+        # let a consumer woken by the publish take the fast result before the model stage's
+        # synchronous prefix (manifest, HTTP client set-up) occupies the loop
+        await asyncio.sleep(0)
+        outcome = await _run_selector(handle.query, selector, snapshot_docs, exclude, fast)
+    if handle.settle(outcome):
+        on_settled(handle)
+
+
+def _run_heuristic(heuristic: FastHeuristic, query: str, exclude: frozenset[str]) -> FastResult:
+    try:
+        return heuristic.recall(query, exclude=exclude)
+    except Exception:  # a broken index must not break the agent's turn
+        _log.warning("fast recall failed; continuing without a fast result", exc_info=True)
+        return _empty_fast_result()
+
+
+async def _run_selector(
+    query: str,
+    selector: ModelSelector,
+    snapshot_docs: Callable[[], Sequence[MemoryDoc]],
+    exclude: frozenset[str],
+    fast: FastResult,
+) -> RecallOutcome:
+    gated = tuple(s.doc for s in fast.docs)
+    candidates = [d for d in snapshot_docs() if d.ref not in exclude]
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(MODEL_STAGE_SAFETY_S):
+            selection: Selection = await selector.select(
+                query, candidates, preferred=[s.doc for s in fast.ranked], fallback=gated
+            )
+    except TimeoutError:
+        model_ms = (time.perf_counter() - started) * 1000
+        strategy = "heuristic" if gated else "none"
+        return RecallOutcome(gated, strategy, "refined", fast.elapsed_ms, model_ms, "safety_timeout")
+    except Exception:  # the selector promises not to raise; if it does, fall back all the same
+        _log.warning("model selection failed; using the fast result", exc_info=True)
+        model_ms = (time.perf_counter() - started) * 1000
+        strategy = "heuristic" if gated else "none"
+        return RecallOutcome(gated, strategy, "refined", fast.elapsed_ms, model_ms, "selector_error")
+    docs = tuple(d for d in selection.docs if d.ref not in exclude)
+    return RecallOutcome(
+        docs,
+        selection.strategy,
+        "refined",
+        fast.elapsed_ms,
+        selection.latency_ms,
+        selection.fallback_reason,
+    )
+
+
+def _empty_fast_result() -> Any:
+    from recall_kit._heuristic import FastResult
+
+    return FastResult(docs=(), ranked=(), strategy="none", elapsed_ms=0.0, docs_scanned=0)
+
+
+async def wait_for_abort(signal: AbortSignal) -> None:
+    """Return when the abort signal is set: at once for asyncio.Event, by polling otherwise."""
+    if isinstance(signal, asyncio.Event):
+        await signal.wait()
+        return
+    while not signal.is_set():
+        await asyncio.sleep(ABORT_POLL_S)

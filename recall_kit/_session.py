@@ -1,0 +1,326 @@
+"""The consumer session: fire recall on the prompt, take what is ready at two safe points."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+
+from memory_store import MemoryDoc, Snapshot
+from recall_kit._errors import RecallKitError
+from recall_kit._handle import (
+    AbortSignal,
+    FastResultBox,
+    PrefetchHandle,
+    run_recall,
+    wait_for_abort,
+)
+from recall_kit._render import BODY_BUDGET, render_memories
+from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
+
+if TYPE_CHECKING:
+    from recall_kit._heuristic import FastHeuristic
+    from recall_kit._selector import ModelSelector
+
+INITIAL_WAIT_MS = 100  # the initial point's ceiling (DESIGN.md section 4): a bound, not a cost
+CANCEL_REASONS = frozenset({"new_query", "abort", "reset", "shutdown", "no_safe_delivery_point"})
+
+ConsumePoint = Literal["initial", "tool_result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Memories to hand to the model now, and where to put them."""
+
+    text: str  # the rendered memory block
+    docs: tuple[MemoryDoc, ...]
+    phase: Literal["fast", "refined"]
+    strategy: str  # heuristic | model | none
+    point: ConsumePoint
+    placement: Literal["prepend", "append"]  # lead the system reminders / after tool responses
+    latency_ms: float  # since begin()
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return tuple(d.ref for d in self.docs)
+
+
+class Recaller:
+    """Shared recall machinery (index, selector, telemetry) from which sessions are made."""
+
+    def __init__(
+        self,
+        store: Any,
+        selector: ModelSelector | None = None,
+        *,
+        telemetry: Telemetry | Callable[[Any], object] | None = None,
+        heuristic: FastHeuristic | None = None,
+        initial_wait_ms: float = INITIAL_WAIT_MS,
+        body_budget: int = BODY_BUDGET,
+    ):
+        if heuristic is None:
+            from recall_kit._heuristic import FastHeuristic
+
+            heuristic = FastHeuristic(store)
+            self._owns_heuristic = True
+        else:
+            self._owns_heuristic = False
+        self.store = store
+        self.selector = selector
+        self.heuristic = heuristic
+        if telemetry is None or isinstance(telemetry, Telemetry):
+            self.telemetry = telemetry or Telemetry()
+        else:
+            self.telemetry = Telemetry(telemetry)
+        self.initial_wait_ms = initial_wait_ms
+        self.body_budget = body_budget
+        self._session_ids = itertools.count(1)
+
+    def snapshot_docs(self) -> Sequence[MemoryDoc]:
+        snapshot: Snapshot = self.store.snapshot() if hasattr(self.store, "snapshot") else self.store
+        return list(snapshot.docs.values())
+
+    def session(self) -> RecallSession:
+        return RecallSession(self, f"s{next(self._session_ids)}")
+
+    def sync_session(self) -> Any:
+        from recall_kit._sync import SyncRecallSession
+
+        return SyncRecallSession(self)
+
+    def close(self) -> None:
+        """Release the heuristic this Recaller made (the selector and store stay the caller's)."""
+        close = getattr(self.heuristic, "close", None)
+        if self._owns_heuristic and close is not None:
+            close()
+
+    def __enter__(self) -> Recaller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecallSession:
+    """Per conversation: at most one pending handle, and the refs surfaced so far."""
+
+    def __init__(self, recaller: Recaller, session_id: str):
+        self.recaller = recaller
+        self.id = session_id
+        self._handle: PrefetchHandle | None = None
+        self._surfaced: dict[str, None] = {}  # ordered set of refs
+        self._tasks: set[asyncio.Task[None]] = set()  # everything started; close() awaits it
+        self._handle_ids = itertools.count(1)
+        self._closed = False
+
+    @property
+    def surfaced_paths(self) -> frozenset[str]:
+        """Refs delivered in this session since the last reset."""
+        return frozenset(self._surfaced)
+
+    @property
+    def pending(self) -> bool:
+        return self._handle is not None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def begin(self, query: str, *, abort: AbortSignal | None = None) -> None:
+        """Start recall for a new user query and return at once (must run on the loop)."""
+        if self._closed:
+            raise RecallKitError("begin() on a closed RecallSession")
+        self.cancel("new_query")
+        recaller = self.recaller
+        handle = PrefetchHandle(next(self._handle_ids), query, FastResultBox())
+        self._handle = handle
+        handle.task = self._spawn(
+            run_recall(
+                handle,
+                recaller.heuristic,
+                recaller.selector,
+                recaller.snapshot_docs,
+                frozenset(self._surfaced),
+                self._on_settled,
+            )
+        )
+        if abort is not None:
+            if abort.is_set():
+                self._discard(handle, "abort")
+            else:
+                handle.abort_watch = self._spawn(self._watch_abort(handle, abort))
+
+    async def consume(self, point: ConsumePoint = "initial") -> Delivery | None:
+        """Deliver what is ready. ``initial`` waits up to the ceiling; ``tool_result`` never waits."""
+        if point == "initial":
+            return await self._consume_initial()
+        if point == "tool_result":
+            handle = self._handle
+            if handle is None or not handle.settled:
+                return None
+            return self._deliver_settled(handle, "tool_result")
+        raise ValueError(f"unknown consume point {point!r}; use 'initial' or 'tool_result'")
+
+    def finish(self) -> None:
+        """The turn ended with no further safe point: discard what is still pending."""
+        self.cancel("no_safe_delivery_point")
+
+    def cancel(self, reason: str = "abort") -> None:
+        if reason not in CANCEL_REASONS:
+            raise ValueError(f"unknown cancel reason {reason!r}; one of {sorted(CANCEL_REASONS)}")
+        if self._handle is not None:
+            self._discard(self._handle, reason)
+
+    def reset(self) -> None:
+        """Forget the conversation: cancel the pending handle and the surfaced refs."""
+        self.cancel("reset")
+        self._surfaced.clear()
+
+    async def close(self) -> None:
+        """Cancel the pending handle and wait until no task of this session is left."""
+        self.cancel("shutdown")
+        self._closed = True
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def __aenter__(self) -> RecallSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _watch_abort(self, handle: PrefetchHandle, abort: AbortSignal) -> None:
+        await wait_for_abort(abort)
+        self._discard(handle, "abort")
+
+    async def _consume_initial(self) -> Delivery | None:
+        handle = self._handle
+        if handle is None:
+            return None
+        if not handle.settled and not handle.box.has_docs:
+            try:
+                async with asyncio.timeout(self.recaller.initial_wait_ms / 1000):
+                    await handle.wake.wait()
+            except TimeoutError:
+                pass
+        if handle.consumed or handle is not self._handle:
+            return None  # cancelled or replaced during the wait: nothing from it
+        if handle.settled:
+            return self._deliver_settled(handle, "initial")
+        return self._deliver_fast(handle)
+
+    def _deliver_fast(self, handle: PrefetchHandle) -> Delivery | None:
+        fast = handle.box.result
+        if fast is None or handle.fast_delivered:
+            return None
+        docs = tuple(s.doc for s in fast.docs if s.doc.ref not in self._surfaced)
+        if not docs:
+            return None
+        handle.fast_delivered = True
+        handle.fast_delivered_paths.update(d.ref for d in docs)
+        return self._deliver(handle, docs, "fast", fast.strategy, "initial", terminal=False)
+
+    def _deliver_settled(self, handle: PrefetchHandle, point: ConsumePoint) -> Delivery | None:
+        outcome = handle.result
+        assert outcome is not None
+        fresh = tuple(
+            d
+            for d in outcome.docs
+            if d.ref not in handle.fast_delivered_paths and d.ref not in self._surfaced
+        )
+        if not outcome.docs:
+            self._discard(handle, "no_relevant_results")
+            return None
+        if not fresh:
+            self._discard(handle, "already_delivered")
+            return None
+        self._end(handle)
+        return self._deliver(handle, fresh, outcome.phase, outcome.strategy, point, terminal=True)
+
+    def _deliver(
+        self,
+        handle: PrefetchHandle,
+        docs: tuple[MemoryDoc, ...],
+        phase: Literal["fast", "refined"],
+        strategy: str,
+        point: ConsumePoint,
+        *,
+        terminal: bool,
+    ) -> Delivery:
+        self._surfaced.update(dict.fromkeys(d.ref for d in docs))
+        latency_ms = (time.perf_counter() - handle.fired_at) * 1000
+        self._emit_delivery(handle, phase, point, None, strategy, docs, latency_ms, terminal)
+        text = render_memories(docs, body_budget=self.recaller.body_budget)
+        placement: Literal["prepend", "append"] = "prepend" if point == "initial" else "append"
+        return Delivery(text, docs, phase, strategy, point, placement, latency_ms)
+
+    def _end(self, handle: PrefetchHandle) -> None:
+        handle.stop()
+        handle.terminal_logged = True
+        if self._handle is handle:
+            self._handle = None
+
+    def _discard(self, handle: PrefetchHandle, reason: str) -> None:
+        if handle.terminal_logged:
+            return
+        was_settled = handle.settled
+        self._end(handle)
+        if not was_settled:
+            self._emit_recall(handle, settled=False)
+        outcome = handle.result
+        fast = handle.box.result
+        if outcome is not None:
+            phase: Literal["fast", "refined"] | None = outcome.phase
+            strategy = outcome.strategy
+            docs = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
+        else:
+            phase, strategy, docs = None, (fast.strategy if fast else "none"), ()
+        latency_ms = (time.perf_counter() - handle.fired_at) * 1000
+        self.recaller.telemetry.emit(
+            DeliveryEvent(self.id, handle.id, phase, "discarded", reason, strategy, docs, latency_ms, True)
+        )
+
+    def _on_settled(self, handle: PrefetchHandle) -> None:
+        self._emit_recall(handle, settled=True)
+
+    def _emit_recall(self, handle: PrefetchHandle, *, settled: bool) -> None:
+        fast, outcome = handle.box.result, handle.result
+        selected = outcome.docs if outcome is not None else (fast.docs if fast else ())
+        self.recaller.telemetry.emit(
+            RecallEvent(
+                session_id=self.id,
+                handle_id=handle.id,
+                query_chars=len(handle.query),
+                docs_scanned=fast.docs_scanned if fast else 0,
+                docs_selected=len(selected),
+                strategy=outcome.strategy if outcome else (fast.strategy if fast else "none"),
+                fast_ms=fast.elapsed_ms if fast else None,
+                model_ms=outcome.model_ms if outcome else None,
+                settled=settled,
+                fallback_reason=outcome.fallback_reason if outcome else None,
+            )
+        )
+
+    def _emit_delivery(
+        self,
+        handle: PrefetchHandle,
+        phase: Literal["fast", "refined"],
+        point: ConsumePoint,
+        reason: str | None,
+        strategy: str,
+        docs: tuple[MemoryDoc, ...],
+        latency_ms: float,
+        terminal: bool,
+    ) -> None:
+        refs = tuple(d.ref for d in docs)
+        self.recaller.telemetry.emit(
+            DeliveryEvent(self.id, handle.id, phase, point, reason, strategy, refs, latency_ms, terminal)
+        )

@@ -1,0 +1,50 @@
+"""Session tests: a real store on tmp_path, the real FastHeuristic, the real selector over loopback
+HTTP to the scripted chat server (latency and never-answer modes control when the model answers)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make session_support importable
+
+from memory_store import MemoryStore  # noqa: E402
+from recall_kit.testing.scripted_server import ScriptedChatServer  # noqa: E402
+from session_support import MEMORIES, SCOPE, EventLog, write_memory  # noqa: E402
+
+
+@pytest.fixture
+def memory_root(tmp_path: Path) -> Path:
+    root = tmp_path / SCOPE
+    for path, (name, description, body) in MEMORIES.items():
+        write_memory(root, path, name, description, body)
+    return root
+
+
+@pytest.fixture
+def store(memory_root: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(memory_root, watch=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+def chat_server() -> Iterator[Callable[..., ScriptedChatServer]]:
+    """Start scripted chat servers (real loopback HTTP); all are stopped after the test."""
+    started: list[ScriptedChatServer] = []
+
+    def start(**options: Any) -> ScriptedChatServer:
+        server = ScriptedChatServer(**options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def log() -> EventLog:
+    return EventLog()
