@@ -10,8 +10,31 @@ from recall_kit._errors import (
 from recall_kit._config import SelectorConfig, load_selector_config
 from recall_kit._selector import MAX_MODEL_DOCS, ModelSelector, Selection
 from recall_kit._heuristic import FastHeuristic, FastResult, ScoredDoc
+from recall_kit._render import render_memories
+from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
+from recall_kit._sync import SyncRecallSession
+from recall_kit._telemetry import (
+    CallbackSink,
+    DeliveryEvent,
+    JsonLinesSink,
+    LoggingSink,
+    RecallEvent,
+    Telemetry,
+)
 
 __all__ = [
+    "CallbackSink",
+    "Delivery",
+    "DeliveryEvent",
+    "INITIAL_WAIT_MS",
+    "JsonLinesSink",
+    "LoggingSink",
+    "RecallEvent",
+    "RecallSession",
+    "Recaller",
+    "SyncRecallSession",
+    "Telemetry",
+    "render_memories",
     "MAX_MODEL_DOCS",
     "ModelSelector",
     "Selection",
