@@ -1,0 +1,108 @@
+"""The index's scores are BM25 (pinned to rank-bm25) and updates equal rebuilds."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rank_bm25 import BM25Okapi
+
+from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
+
+WORDS = st.sampled_from("alpha beta gamma delta eps zeta eta theta iota kappa".split())
+CORPUS = st.lists(st.lists(WORDS, min_size=1, max_size=12), min_size=1, max_size=12)
+
+
+class BM25OkapiPositiveIdf(BM25Okapi):
+    """rank-bm25's BM25Okapi with the index's non-negative idf in place of its own."""
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        for word, freq in nd.items():
+            self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+
+def single_field_index(corpus: list[list[str]]) -> FieldIndex:
+    index = FieldIndex((1.0,))
+    for i, doc in enumerate(corpus):
+        index.add(f"d{i:03d}", [doc])
+    return index
+
+
+@settings(max_examples=150, deadline=None)
+@given(corpus=CORPUS, query=st.lists(WORDS, min_size=1, max_size=5, unique=True))
+def test_single_field_scores_equal_rank_bm25_okapi_with_positive_idf(corpus, query) -> None:
+    index = single_field_index(corpus)
+    reference = BM25OkapiPositiveIdf(corpus, k1=index.k1, b=index.b).get_scores(query)
+    hits, _ = index.score([QueryTerm(t) for t in query], limit=len(corpus))
+    ours = {hit.ref: hit.score for hit in hits}
+    for i, expected in enumerate(reference):
+        assert math.isclose(ours.get(f"d{i:03d}", 0.0), expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_idf_stays_positive_for_a_term_in_every_document() -> None:
+    assert bm25_idf(1, 1) > 0
+    assert bm25_idf(3, 3) > 0
+    assert bm25_idf(100, 1) > bm25_idf(100, 50) > bm25_idf(100, 100) > 0
+
+
+def test_one_document_store_scores_its_match_above_zero() -> None:
+    hits, visited = single_field_index([["postgres", "migration"]]).score([QueryTerm("postgres")])
+    assert [h.ref for h in hits] == ["d000"] and hits[0].score > 0 and visited == 1
+
+
+EDIT = st.tuples(st.integers(0, 7), st.none() | st.lists(WORDS, min_size=0, max_size=8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    start=st.lists(st.lists(WORDS, max_size=8), max_size=8),
+    edits=st.lists(EDIT, max_size=20),
+    query=st.lists(WORDS, min_size=1, max_size=4, unique=True),
+)
+def test_incremental_updates_score_like_a_rebuild(start, edits, query) -> None:
+    weights = (3.0, 1.0)
+    docs = {f"d{i}": (words[:2], words[2:]) for i, words in enumerate(start)}
+    index = FieldIndex(weights)
+    for ref, fields in docs.items():
+        index.add(ref, fields)
+    for slot, words in edits:
+        ref = f"d{slot}"
+        if words is None:
+            assert index.remove(ref) == (ref in docs)
+            docs.pop(ref, None)
+        else:
+            docs[ref] = (words[:2], words[2:])
+            index.add(ref, docs[ref])
+    rebuilt = FieldIndex(weights)
+    for ref in sorted(docs):
+        rebuilt.add(ref, docs[ref])
+    terms = [QueryTerm(t) for t in query]
+    assert index.score(terms) == rebuilt.score(terms)
+    assert index.total_lengths == rebuilt.total_lengths
+    assert {t: len(p) for t, p in index.postings.items()} == {t: len(p) for t, p in rebuilt.postings.items()}
+
+
+def test_ties_break_by_ref() -> None:
+    index = FieldIndex((1.0,))
+    for ref in ("c", "a", "b"):
+        index.add(ref, [["same", "words"]])
+    hits, _ = index.score([QueryTerm("same")])
+    assert [h.ref for h in hits] == ["a", "b", "c"]
+    assert [h.ref for h in index.score([QueryTerm("same")], limit=2)[0]] == ["a", "b"]
+
+
+def test_name_field_weighted_above_body() -> None:
+    index = FieldIndex((3.0, 1.0))
+    index.add("in-name", [["redis"], ["cache", "notes"]])
+    index.add("in-body", [["cache"], ["redis", "notes"]])
+    hits, _ = index.score([QueryTerm("redis")])
+    assert [h.ref for h in hits] == ["in-name", "in-body"]
+
+
+def test_scoring_visits_only_the_query_terms_postings() -> None:
+    index = FieldIndex((1.0,))
+    for i in range(200):
+        index.add(f"d{i}", [["common", f"rare{i}"]])
+    _, visited = index.score([QueryTerm("rare7")])
+    assert visited == 1
