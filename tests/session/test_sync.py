@@ -1,0 +1,82 @@
+"""SyncRecallSession: the same lifecycle from plain threads, over a background loop thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from recall_kit import SyncRecallSession
+from recall_kit._errors import RecallKitError
+from recall_kit.testing._replies import Reply
+from session_support import DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, make_recaller
+
+
+def session_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "recall-kit-session"]
+
+
+def test_sync_session_delivers_fast_then_refined_from_a_plain_thread(store, log, chat_server):
+    server = chat_server(default=Reply.select(DB, DEPLOY).after(80))
+    recaller = make_recaller(store, log, server)
+    with SyncRecallSession(recaller) as session:
+        session.begin(FAST_DB_QUERY)
+        fast = session.consume("initial")
+        assert fast is not None and (fast.refs, fast.phase) == ((DB,), "fast")
+        log.wait_for_blocking(lambda: any(r.settled for r in log.recalls))
+        refined = session.consume("tool_result")
+        assert refined is not None and (refined.refs, refined.placement) == ((DEPLOY,), "append")
+        assert session.surfaced_paths == {DB, DEPLOY}
+        assert not session.pending
+    assert session_threads() == []
+
+
+def test_sync_session_waits_at_most_the_ceiling_and_finish_discards(store, log, chat_server):
+    server = chat_server(default=Reply.hang())
+    session = make_recaller(store, log, server).sync_session()
+    session.begin(NO_FAST_QUERY)
+    started = time.perf_counter()
+    assert session.consume("initial") is None
+    waited = (time.perf_counter() - started) * 1000
+    assert 99 <= waited < 150
+    session.finish()
+    session.close()
+    assert log.discard_reasons() == ["no_safe_delivery_point"]
+    assert server.requests and server.requests[0].connection_closed.wait(2.0)
+    assert session_threads() == []
+
+
+def test_threading_event_abort_ends_the_initial_wait(store, log, chat_server):
+    server = chat_server(default=Reply.hang())
+    session = make_recaller(store, log, server).sync_session()
+    abort = threading.Event()
+    session.begin(NO_FAST_QUERY, abort=abort)
+    timer = threading.Timer(0.02, abort.set)
+    timer.start()
+    started = time.perf_counter()
+    assert session.consume("initial") is None
+    waited = (time.perf_counter() - started) * 1000
+    timer.join()
+    session.close()
+    assert 15 <= waited < 60, f"waited {waited:.1f} ms"
+    assert log.discard_reasons() == ["abort"]
+
+
+def test_cancel_reset_and_closed_session(store, log, chat_server):
+    server = chat_server(default=Reply.hang())
+    session = make_recaller(store, log, server).sync_session()
+    session.begin(FAST_DB_QUERY)
+    assert session.consume("initial").refs == (DB,)
+    session.cancel("abort")
+    assert session.surfaced_paths == {DB}
+    session.reset()
+    assert session.surfaced_paths == frozenset()
+    session.close()
+    session.close()  # idempotent
+    with pytest.raises(RecallKitError):
+        session.begin(FAST_DB_QUERY)
+    with pytest.raises(RecallKitError):
+        session.consume("initial")
+    assert log.discard_reasons() == ["abort"]
+    assert session_threads() == []
