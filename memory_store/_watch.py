@@ -13,14 +13,17 @@ import os
 import stat
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
 from watchdog.events import (
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -32,18 +35,22 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-# Events that can change what a memory file holds. Attribute events are left out:
-# a chmod does not change content, and a later read reports any permission error.
+# Events that can change what a memory file holds, or whether it can be read (chmod).
 _EVENT_FILTER = [
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
     FileModifiedEvent,
     FileMovedEvent,
 ]
+# watchdog warns when a new folder's watch races with its own bookkeeping; the
+# watch is still in place and we rescan new folders anyway, so the notice is noise.
+warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning, module="watchdog")
 MAX_DELAY_FACTOR = 5  # a steady stream of events still publishes every 5 debounce windows
 
 

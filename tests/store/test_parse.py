@@ -1,0 +1,100 @@
+"""parse_memory: the content rules, independent of the file system."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from memory_store import MEMORY_TYPES, parse_memory
+from recall_kit._errors import MemoryParseError
+
+
+def parse(text: str | bytes, **kw: object):
+    return parse_memory(text, scope="s", path="a.md", **kw)  # type: ignore[arg-type]
+
+
+def test_valid_memory_has_all_fields() -> None:
+    text = (
+        "---\nname: Editor\ndescription: Uses  neovim\ntype: user\nkeywords: [vim, editor]\n"
+        "since: 2024-01-02\n---\nPrefers lua config.\n"
+    )
+    doc = parse(text)
+    assert (doc.name, doc.description, doc.type) == ("Editor", "Uses neovim", "user")
+    assert doc.keywords == ("vim", "editor")
+    assert doc.body == "Prefers lua config.\n"
+    assert doc.ref == "s/a.md"
+    assert len(doc.content_hash) == 64 and doc.size == len(text.encode())
+
+
+def test_unknown_frontmatter_fields_are_kept_as_read() -> None:
+    doc = parse("---\nname: n\ndescription: d\ntype: project\nowner: priya\nsince: 2024-01-02\n---\n")
+    assert dict(doc.extra) == {"owner": "priya", "since": datetime.date(2024, 1, 2)}
+    with pytest.raises(TypeError):
+        doc.extra["owner"] = "x"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("[a, b, a]", ("a", "b")),
+        ("'db, postgres ,, sql'", ("db", "postgres", "sql")),
+        ("[1, 2.5, ' spaced  out ']", ("1", "2.5", "spaced out")),
+        ("[]", ()),
+        ("", ()),
+    ],
+)
+def test_keywords_normalised_to_a_tuple_of_strings(raw: str, expected: tuple[str, ...]) -> None:
+    doc = parse(f"---\nname: n\ndescription: d\ntype: user\nkeywords: {raw}\n---\n")
+    assert doc.keywords == expected
+
+
+@pytest.mark.parametrize("kind", sorted(MEMORY_TYPES))
+def test_every_memory_type_is_accepted(kind: str) -> None:
+    assert parse(f"---\nname: n\ndescription: d\ntype: {kind}\n---\n").type == kind
+
+
+def test_crlf_line_endings_and_bom_are_accepted() -> None:
+    doc = parse("\ufeff---\r\nname: n\r\ndescription: d\r\ntype: user\r\n---\r\nbody\r\n")
+    assert (doc.name, doc.body) == ("n", "body\r\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("just a body\n", "missing frontmatter"),
+        ("", "missing frontmatter"),
+        ("---\nname: n\ndescription: d\ntype: user\n", "no closing '---'"),
+        ("---\nname: [unclosed\ndescription: d\ntype: user\n---\n", "malformed frontmatter"),
+        ("---\n- a\n- b\n---\n", "expected key: value pairs"),
+        ("---\n---\nbody\n", "empty frontmatter"),
+        ("---\nname: n\ndescription: d\ntype: diary\n---\n", "unknown type 'diary'"),
+        ("---\nname: n\ndescription: d\n---\n", "missing 'type'"),
+        ("---\ndescription: d\ntype: user\n---\n", "missing 'name'"),
+        ("---\nname: n\ntype: user\n---\n", "missing 'description'"),
+        ("---\nname: n\ndescription: '  '\ntype: user\n---\n", "missing 'description'"),
+        ("---\nname: {a: 1}\ndescription: d\ntype: user\n---\n", "'name' must be text"),
+        ("---\nname: n\ndescription: d\ntype: user\nkeywords: {a: 1}\n---\n", "'keywords' must be a list"),
+    ],
+)
+def test_bad_content_raises_a_one_line_reason(text: str, reason: str) -> None:
+    with pytest.raises(MemoryParseError, match=reason) as info:
+        parse(text)
+    assert "\n" not in str(info.value)
+
+
+def test_invalid_utf8_is_reported_with_its_offset() -> None:
+    with pytest.raises(MemoryParseError, match="invalid UTF-8 at byte 26"):
+        parse(b"---\nname: n\ndescription: d\xc3\x28\ntype: user\n---\n")
+
+
+def test_nul_bytes_mean_binary_content() -> None:
+    with pytest.raises(MemoryParseError, match="binary content"):
+        parse(b"---\nname: n\ndescription: d\ntype: user\n---\n\x00\x01\x02")
+
+
+def test_content_over_the_size_limit_is_refused() -> None:
+    text = "---\nname: n\ndescription: d\ntype: user\n---\n" + "x" * 200
+    with pytest.raises(MemoryParseError, match="over the 100-byte limit"):
+        parse(text, max_bytes=100)
+    assert parse(text, max_bytes=1000).size == len(text)
