@@ -1,0 +1,127 @@
+"""The shipped datasets are valid and meet issue 3's minimum sizes; the validator catches bad data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "memories"
+AGENT = REPO / "bench" / "datasets" / "agent-memories"
+MULTILINGUAL = REPO / "bench" / "datasets" / "multilingual"
+
+
+def _load_checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_datasets", REPO / "bench" / "check_datasets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+checker = _load_checker()
+
+
+def _queries(folder: Path) -> list[dict[str, object]]:
+    lines = (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+@pytest.mark.parametrize("folder", [EXAMPLES, AGENT, MULTILINGUAL], ids=lambda p: p.name)
+def test_dataset_folder_passes_validator(folder: Path) -> None:
+    report = checker.check_path(folder)
+    assert report.problems == []
+
+
+def test_example_store_has_twenty_memories_of_every_type_and_an_index() -> None:
+    memories = checker.load_store(EXAMPLES, checker.Report())
+    assert len(memories) >= 20
+    assert {m["type"] for m in memories.values()} == checker.MEMORY_TYPES
+    assert (EXAMPLES / "MEMORY.md").is_file()
+    assert {path.split("/")[1] for path in memories if path.startswith("projects/")} >= {"ledgerline", "tidepool"}
+
+
+def test_agent_memories_meets_issue_minimums() -> None:
+    report = checker.check_path(AGENT)
+    queries = _queries(AGENT)
+    kinds = Counter(str(q["kind"]) for q in queries)
+    assert report.memories >= 60
+    assert len(queries) >= 220
+    assert set(kinds) == {"lexical", "paraphrase", "typo", "multi", "semantic", "negative"}
+    assert 0.18 <= kinds["negative"] / len(queries) <= 0.30
+    assert kinds["semantic"] >= 20 and kinds["multi"] >= 30 and kinds["typo"] >= 30
+    assert all(len(q["relevant"]) == 2 for q in queries if q["kind"] == "multi")
+
+
+def test_agent_memories_has_near_duplicate_topics_across_projects() -> None:
+    projects = {p.parent.name for p in (AGENT / "memories" / "projects").rglob("*.md")}
+    assert len(projects) >= 4
+    for topic in ("database", "deploy", "ci", "running-tests"):
+        twins = list((AGENT / "memories" / "projects").glob(f"*/{topic}.md"))
+        assert len(twins) >= 2, topic
+
+
+def test_multilingual_meets_issue_minimums() -> None:
+    report = checker.check_path(MULTILINGUAL)
+    queries = _queries(MULTILINGUAL)
+    kinds = Counter(str(q["kind"]) for q in queries)
+    negatives = [str(q["query"]).strip() for q in queries if q["kind"] == "negative"]
+    assert report.memories >= 20
+    assert len(queries) >= 50
+    assert {"zh", "ja", "ko", "mixed", "fullwidth", "negative"} <= set(kinds)
+    assert len(negatives) >= 10
+    assert any(len(q) == 1 and checker.CJK.match(q) for q in negatives), "a lone CJK character"
+    assert any(len(q) == 2 and q.isascii() and q.isalpha() for q in negatives), "a two-letter word"
+
+
+def _write_dataset(root: Path, queries: list[dict[str, object]]) -> Path:
+    memory = root / "memories" / "projects" / "deploy.md"
+    memory.parent.mkdir(parents=True)
+    memory.write_text(
+        "---\nname: Deploying the app\ndescription: Run fly deploy from main\ntype: project\n---\n"
+        "Use the staging app first.\n",
+        encoding="utf-8",
+    )
+    lines = "".join(json.dumps(q) + "\n" for q in queries)
+    (root / "queries.jsonl").write_text(lines, encoding="utf-8")
+    return root
+
+
+def test_validator_rejects_semantic_query_sharing_a_stemmed_word(tmp_path: Path) -> None:
+    folder = _write_dataset(tmp_path, [
+        {"id": "s1", "query": "ship it by deploying", "relevant": ["projects/deploy.md"], "kind": "semantic"},
+    ])
+    problems = checker.check_path(folder).problems
+    assert len(problems) == 1 and "deploy" in problems[0]
+
+
+def test_validator_rejects_missing_path_duplicate_id_and_unknown_kind(tmp_path: Path) -> None:
+    folder = _write_dataset(tmp_path, [
+        {"id": "q1", "query": "fly deploy", "relevant": ["projects/nope.md"], "kind": "lexical"},
+        {"id": "q1", "query": "other", "relevant": [], "kind": "negative"},
+        {"id": "q2", "query": "x", "relevant": [], "kind": "vibes"},
+    ])
+    problems = "\n".join(checker.check_path(folder).problems)
+    assert "nope.md" in problems and "duplicated" in problems and "vibes" in problems
+
+
+def test_validator_rejects_memory_with_unknown_type(tmp_path: Path) -> None:
+    bad = tmp_path / "note.md"
+    bad.write_text("---\nname: n\ndescription: d\ntype: diary\n---\nbody\n", encoding="utf-8")
+    problems = checker.check_path(tmp_path).problems
+    assert any("note.md" in p and "diary" in p for p in problems)
+
+
+def test_validator_exits_non_zero_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _write_dataset(tmp_path, [
+        {"id": "n1", "query": "hello", "relevant": ["projects/deploy.md"], "kind": "negative"},
+    ])
+    assert checker.main([str(folder)]) == 1
+    assert "PROBLEM" in capsys.readouterr().out
