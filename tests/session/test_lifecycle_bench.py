@@ -1,0 +1,48 @@
+"""The lifecycle benchmark on a small dataset: real sessions, real scripted HTTP, honest figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recall_kit._lifecycle_bench import run_lifecycle_bench
+from session_support import MEMORIES, write_memory
+
+QUERIES = [
+    ("q1", "postgres pgbouncer settings for atlas", ["db.md"], "lexical"),
+    ("q2", "deploy atlas to production kubernetes", ["deploy.md"], "lexical"),
+    ("q3", "what should I keep in mind this afternoon before I leave", ["tea.md"], "semantic"),
+    ("q4", "who is on call for billing", ["oncall.md"], "lexical"),
+    ("q5", "which text editor plugins are installed", ["editor.md"], "paraphrase"),
+    ("q6", "the weather in lisbon tomorrow", [], "negative"),
+]
+
+
+def make_dataset(root: Path) -> Path:
+    for path, (name, description, body) in MEMORIES.items():
+        write_memory(root / "memories", path, name, description, body)
+    lines = [json.dumps({"id": i, "query": q, "relevant": rel, "kind": k}) for i, q, rel, k in QUERIES]
+    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_lifecycle_bench_reports_delivery_waits_and_the_blocking_baseline(tmp_path):
+    ticks: list[tuple[int, int]] = []
+    result = run_lifecycle_bench(
+        make_dataset(tmp_path / "mini"), latencies_ms=[20, 400], tool_ms=(150, 200),
+        progress=lambda done, total: ticks.append((done, total)),
+    )
+    assert result["queries"] == 6 and result["latencies_ms"] == [20, 400]
+    assert ticks[-1] == (18, 18)
+    assert result["duplicates"] == 0
+    free, using, blocking = result["tool_free"], result["tool_using"], result["blocking"]
+    assert free["answerable"] == 5 and free["negatives"] == 1
+    # the oracle model at 20 ms answers inside the initial wait; at 400 ms the fast result goes first
+    assert free["by_latency"]["20"]["strict_delivery"] == 1.0
+    assert using["turn"]["strict_delivery"] == 1.0  # by the first tool result everything arrived
+    assert free["initial_phase"]["refined"] >= 1 and free["initial_phase"]["fast"] >= 1
+    assert result["initial_wait_ms"]["max"] < 100 + 30
+    assert result["initial_wait_with_fast_result_ms"]["max"] < 20
+    # the old design waits for the model: about 400 ms for half of the queries
+    assert blocking["added_latency_ms"]["max"] >= 390
+    assert blocking["strict_delivery"] == 1.0
