@@ -109,16 +109,6 @@ def read_candidate(root: Root, cand: Candidate, max_bytes: int, root_real: str |
     return doc_or_reason
 
 
-def scan_root(root: Root, max_bytes: int, under: str = "") -> dict[str, Entry]:
-    """Full scan of ``root`` (or one subtree of it): relative path -> doc or error."""
-    candidates, errors = list_candidates(root, under)
-    root_real = os.path.realpath(root.path)
-    found: dict[str, Entry] = {err.path: err for err in errors}
-    for cand in candidates:
-        found[cand.rel] = read_candidate(root, cand, max_bytes, root_real)
-    return found
-
-
 def symlinked_folder_error(root: Root, rel: str, abspath: str, root_real: str) -> LoadError | None:
     """A symlink that is not a memory file matters only when it is a folder leading out of the root."""
     if os.path.isdir(abspath) and not _inside(os.path.realpath(abspath), root_real):

@@ -15,8 +15,8 @@ from memory_store._scan import (
     Root,
     is_hidden,
     is_memory_name,
+    list_candidates,
     read_candidate,
-    scan_root,
     symlinked_folder_error,
 )
 from memory_store._types import LoadError, MemoryDoc, Snapshot
@@ -29,6 +29,7 @@ class StoreState:
         self.roots = roots
         self.max_bytes = max_bytes
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}
+        self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
         self._missing: dict[str, LoadError] = {}
         self._docs: dict[str, MemoryDoc] = {}
         self._errors: dict[str, LoadError] = {}
@@ -50,7 +51,7 @@ class StoreState:
             found: dict[str, Entry] = {}
         else:
             self._clear_missing(root)
-            found = scan_root(root, self.max_bytes, under)
+            found = self._scan(root, under)
         entries = self._entries[root.label]
         prefix = f"{under}/" if under else ""
         stale = [rel for rel in entries if rel not in found and (not under or rel == under or rel.startswith(prefix))]
@@ -58,6 +59,22 @@ class StoreState:
             self._put(root, rel, None)
         for rel, entry in found.items():
             self._put(root, rel, entry)
+
+    def _scan(self, root: Root, under: str) -> dict[str, Entry]:
+        candidates, errors = list_candidates(root, under)
+        root_real = os.path.realpath(root.path)
+        found: dict[str, Entry] = {err.path: err for err in errors}
+        links = self._links[root.label]
+        for cand in candidates:
+            found[cand.rel] = read_candidate(root, cand, self.max_bytes, root_real)
+            if cand.kind == "symlink":
+                links.add(cand.rel)
+        return found
+
+    def refresh_links(self, root: Root) -> None:
+        """Re-read the root's symlinked memories: the watcher reports changes to their targets, not to them."""
+        for rel in list(self._links[root.label]):
+            self.refresh(root, rel)
 
     def refresh(self, root: Root, rel: str) -> None:
         """Re-read one path reported by the watcher: a file, a symlink, or a folder."""
@@ -79,6 +96,8 @@ class StoreState:
             self._put(root, rel, symlinked_folder_error(root, rel, abspath, os.path.realpath(root.path)))
         elif is_memory_name(name):
             kind = "symlink" if stat.S_ISLNK(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+            links = self._links[root.label]
+            links.add(rel) if kind == "symlink" else links.discard(rel)
             self._put(root, rel, read_candidate(root, Candidate(rel, abspath, kind), self.max_bytes))
         else:
             self._put(root, rel, None)
@@ -117,6 +136,7 @@ class StoreState:
             del self._docs[ref]
         if entry is None:
             del entries[rel]
+            self._links[root.label].discard(rel)
             return
         entries[rel] = entry
         if isinstance(entry, LoadError):

@@ -84,14 +84,22 @@ class MemoryStore:
         return self._snapshot
 
     def wait_for_version(self, version: int, timeout: float = 5.0) -> Snapshot:
-        """Block until a snapshot with at least ``version`` is published; TimeoutError if none in time."""
+        """Block until a snapshot with at least ``version`` is published.
+
+        Raises TimeoutError when none arrives in ``timeout`` seconds, and
+        MemoryStoreError at once when the store is not watching (closed or one-shot).
+        """
         with self._published:
-            if not self._published.wait_for(lambda: self._snapshot.version >= version or self._closed, timeout):
-                raise TimeoutError(f"memory store: version {version} not reached in {timeout:g} s "
-                                   f"(at {self._snapshot.version})")
-            if self._snapshot.version < version:
-                raise MemoryStoreError(f"memory store closed at version {self._snapshot.version}")
-            return self._snapshot
+            reached = self._published.wait_for(
+                lambda: self._snapshot.version >= version or not self.watching, timeout
+            )
+            if self._snapshot.version >= version:
+                return self._snapshot
+            if not reached:
+                raise TimeoutError(
+                    f"memory store: version {version} not reached in {timeout:g} s (at {self._snapshot.version})"
+                )
+            raise MemoryStoreError(f"memory store is not watching; it stays at version {self._snapshot.version}")
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback(snapshot)`` after each new snapshot is swapped in; returns an unsubscribe function.
@@ -168,6 +176,7 @@ class MemoryStore:
                     rel = root.rel(path)
                     if rel and not any(rel == k or rel.startswith(k + "/") for k in kept):
                         self._state.refresh(root, rel)
+                self._state.refresh_links(root)
             snapshot = self._state.publish(self._snapshot.version + 1)
             if snapshot is None:
                 return

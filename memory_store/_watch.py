@@ -51,7 +51,9 @@ _EVENT_FILTER = [
 # watchdog warns when a new folder's watch races with its own bookkeeping; the
 # watch is still in place and we rescan new folders anyway, so the notice is noise.
 warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning, module="watchdog")
-MAX_DELAY_FACTOR = 5  # a steady stream of events still publishes every 5 debounce windows
+MAX_DELAY_FACTOR = 5
+_MAX_SYNC_PASSES = 256  # a loop guard: one pass per missing folder level on the way to a root
+_log = logging.getLogger(__name__)  # a steady stream of events still publishes every 5 debounce windows
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Watcher:
         self._observer = Observer()
         self._handler = _Handler(self)
         self._watches: dict[WatchKey, tuple[ObservedWatch, tuple[int, int]]] = {}
+        self._aliases = [(path, path) for path in root_paths]  # (root as given, its real path)
         self._cond = threading.Condition()
         self._pending = Batch()
         self._last_event = 0.0
@@ -118,46 +121,50 @@ class Watcher:
     def sync_watches(self) -> set[str]:
         """Make the inotify watches match the roots as they exist now.
 
-        Returns the roots whose recursive watch was (re)created; the caller must
-        rescan them, since files may have appeared before the watch did.
+        Returns the roots (as given) whose recursive watch was (re)created; the
+        caller must rescan them, since files may have appeared before the watch did.
         """
         fresh: set[str] = set()
-        while True:  # each new watch can reveal the next missing level of a root's path
+        failed: set[WatchKey] = set()
+        for _ in range(_MAX_SYNC_PASSES):  # each new watch can reveal the next missing level of a path
+            self._aliases = [(path, os.path.realpath(path)) for path in self._root_paths]
             wanted = self._wanted_watches()
-            if wanted.keys() == self._watches.keys() and all(
-                self._watches[key][1] == ident for key, ident in wanted.items()
-            ):
-                return fresh
-            for key in [k for k in self._watches if wanted.get(k) != self._watches[k][1]]:
+            stale = [key for key, (_, ident) in self._watches.items() if wanted.get(key) != ident]
+            missing = [key for key in wanted if key not in self._watches and key not in failed]
+            if not stale and not missing:
+                break
+            for key in stale:
                 self._unschedule(key)
-            for key, ident in wanted.items():
-                if key in self._watches:
-                    continue
+            for key in missing:
                 try:
                     watch = self._observer.schedule(
                         self._handler, key[0], recursive=key[1], event_filter=_EVENT_FILTER
                     )
-                except OSError:
-                    continue  # vanished between stat and watch; the next pass sees it
-                self._watches[key] = (watch, ident)
+                except OSError as exc:  # vanished since the stat, or out of inotify watches
+                    failed.add(key)
+                    _log.warning("memory store: cannot watch %s: %s", key[0], exc.strerror or exc)
+                    continue
+                self._watches[key] = (watch, wanted[key])
                 if key[1]:
-                    fresh.add(key[0])
+                    fresh.update(path for path, real in self._aliases if real == key[0])
+        return fresh
 
     def _wanted_watches(self) -> dict[WatchKey, tuple[int, int]]:
         wanted: dict[WatchKey, tuple[int, int]] = {}
-        for path in self._root_paths:
-            ident = _folder_identity(path)
+        for path, real in self._aliases:
+            ident = _folder_identity(real)
             if ident is not None:
-                wanted[(path, True)] = ident
-            parent = os.path.dirname(path)
-            while parent:  # the nearest existing ancestor sees the root (re)appear or vanish
-                parent_ident = _folder_identity(parent)
-                if parent_ident is not None:
-                    wanted[(parent, False)] = parent_ident
-                    break
-                if parent == os.path.dirname(parent):
-                    break
-                parent = os.path.dirname(parent)
+                wanted[(real, True)] = ident  # inotify does not follow a symlinked root: watch its target
+            for start in {path, real}:  # the nearest existing ancestor sees the root (re)appear or vanish
+                parent = os.path.dirname(start)
+                while True:
+                    parent_ident = _folder_identity(parent)
+                    if parent_ident is not None:
+                        wanted[(parent, False)] = parent_ident
+                        break
+                    if parent == os.path.dirname(parent):
+                        break
+                    parent = os.path.dirname(parent)
         return wanted
 
     def _unschedule(self, key: WatchKey) -> None:
@@ -169,12 +176,22 @@ class Watcher:
 
     # --- events ------------------------------------------------------------------
 
-    def relevant(self, path: str) -> bool:
-        """Inside a root, or a folder on the way to one."""
-        for root in self._root_paths:
-            if path == root or path.startswith(root + os.sep) or root.startswith(path + os.sep):
-                return True
-        return False
+    def translate(self, path: str) -> tuple[list[str], bool]:
+        """Map an event path to root terms: ([paths as under the given root], touches a root itself).
+
+        A path below a symlinked root's target is renamed to sit below the root
+        as given; a path that is a root, or a folder on the way to one, means
+        the whole root must be rescanned.
+        """
+        inside: list[str] = []
+        whole = False
+        for given, real in self._aliases:
+            if path.startswith(real + os.sep):
+                inside.append(given + path[len(real) :])
+            elif path in (given, real) or given.startswith(path + os.sep) or real.startswith(path + os.sep):
+                inside.append(given)
+                whole = True
+        return inside, whole
 
     def note(self, files: tuple[str, ...] = (), folders: tuple[str, ...] = (), rescan_all: bool = False) -> None:
         with self._cond:
@@ -204,7 +221,7 @@ class Watcher:
             try:
                 self._on_batch(batch, self)
             except Exception:  # one bad batch must not end watching
-                logging.getLogger(__name__).exception("memory store: applying file events failed")
+                _log.exception("memory store: applying file events failed")
 
 
 class _Handler(FileSystemEventHandler):
@@ -212,16 +229,15 @@ class _Handler(FileSystemEventHandler):
         self._watcher = weakref.proxy(watcher)
 
     def dispatch(self, event: FileSystemEvent) -> None:
-        paths = tuple(
-            os.fsdecode(p) for p in (event.src_path, getattr(event, "dest_path", "")) if p
-        )
-        paths = tuple(p for p in paths if self._watcher.relevant(p))
-        if not paths:
-            return
-        if event.is_directory:
-            self._watcher.note(folders=paths)
-        else:
-            self._watcher.note(files=paths)
+        files: list[str] = []
+        folders: list[str] = []
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if not raw:
+                continue
+            paths, whole = self._watcher.translate(os.fsdecode(raw))
+            (folders if whole or event.is_directory else files).extend(paths)
+        if files or folders:
+            self._watcher.note(tuple(files), tuple(folders))
 
 
 def _folder_identity(path: str) -> tuple[int, int] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -12,6 +13,7 @@ import pytest
 from store_helpers import memory, wait_until, write
 
 from memory_store import MemoryStore, Snapshot, atomic_write
+from recall_kit._errors import MemoryStoreError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 
@@ -158,6 +160,35 @@ def test_root_that_does_not_exist_yet_is_picked_up_when_it_appears(tmp_path: Pat
     wait_until(store, lambda s: len(s.docs) == 2)
 
 
+def test_symlinked_memory_follows_edits_to_its_target(root: Path, open_store: Open) -> None:
+    target = write(root / "real" / "a.md", memory(name="v1"))
+    (root / "alias.md").symlink_to(root / "dangling.md")
+    store = open_store(root)
+    assert [e.path for e in store.snapshot().errors] == ["alias.md"]
+    (root / "alias.md").unlink()
+    (root / "alias.md").symlink_to(target)
+    wait_until(store, lambda s: names(s).get("mem/alias.md") == "v1")
+    write(target, memory(name="v2"))  # the event names the target, not the link
+    snapshot = wait_until(store, lambda s: names(s).get("mem/alias.md") == "v2")
+    assert names(snapshot)["mem/real/a.md"] == "v2" and not snapshot.errors
+
+
+def test_symlinked_root_is_watched_through_its_target(tmp_path: Path, open_store: Open) -> None:
+    real, other, link = tmp_path / "dotfiles" / "mem", tmp_path / "other", tmp_path / "mem"
+    real.mkdir(parents=True)
+    link.symlink_to(real, target_is_directory=True)
+    store = open_store(link)
+    write(real / "a.md", memory(name="A"))
+    wait_until(store, lambda s: names(s) == {"mem/a.md": "A"})
+    assert store.snapshot().docs["mem/a.md"].abspath == link / "a.md"
+    write(other / "b.md", memory(name="B"))
+    link.unlink()
+    link.symlink_to(other, target_is_directory=True)  # re-pointed: now another folder is the root
+    wait_until(store, lambda s: names(s) == {"mem/b.md": "B"})
+    write(other / "c.md", memory(name="C"))
+    wait_until(store, lambda s: set(s.docs) == {"mem/b.md", "mem/c.md"})
+
+
 def test_two_roots_are_watched_independently(tmp_path: Path, open_store: Open) -> None:
     project, user = tmp_path / "project", tmp_path / "user"
     project.mkdir()
@@ -204,6 +235,19 @@ def test_wait_for_version_times_out_with_timeout_error(root: Path, open_store: O
         assert "version 99" in str(exc)
     else:
         raise AssertionError("expected TimeoutError")
+
+
+def test_wait_for_version_on_a_one_shot_store_fails_at_once(root: Path) -> None:
+    with MemoryStore.open(root, watch=False) as store:
+        assert store.wait_for_version(1, timeout=0).version == 1
+        started = time.monotonic()
+        try:
+            store.wait_for_version(2, timeout=30)
+        except MemoryStoreError as exc:
+            assert "not watching" in str(exc)
+        else:
+            raise AssertionError("expected MemoryStoreError")
+        assert time.monotonic() - started < 1
 
 
 def test_close_stops_every_watcher_thread(root: Path) -> None:
