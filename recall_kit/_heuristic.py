@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from rapidfuzz import fuzz, process
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
-from recall_kit._tokenize import analyze, stem
+from recall_kit._tokenize import Token, analyze, stem
 
 MAX_FAST_DOCS = 2
 RANKED_LIMIT = 50
@@ -28,15 +29,21 @@ HEAD_FIELDS = frozenset({0, 1, 2})
 FIELD_WEIGHTS = (2.0, 2.0, 2.0, 1.0)
 
 # Typo tolerance: only for unknown words long enough that one slip leaves them recognisable.
+# Edits are optimal-string-alignment edits (a swap of neighbours is one edit: deplyo -> deploy).
 TYPO_MIN_LENGTH = 5
-TYPO_MIN_SIMILARITY = 85.0  # rapidfuzz ratio, 0..100
+TYPO_MAX_EDITS = 1
+TYPO_LONG_WORD = 9  # from this length on, two edits
+TYPO_MAX_EDITS_LONG = 2
 TYPO_MAX_EXPANSIONS = 2
-TYPO_WEIGHT = 0.8  # an expansion counts below an exact match
-TYPO_LENGTH_SLACK = 2
+TYPO_WEIGHT = 0.8  # an expansion counts below an exact match (times 1 - edits / length)
 
 # Confidence gate (store-size independent features; chosen by cross-validation in bench delivery).
 MIN_COVERAGE = 0.5  # share of the query's idf mass the best document matches
-MIN_MATCHED_TERMS = 1  # distinct query terms the best document matches
+UNKNOWN_WEIGHT = 1.0  # how much query words no memory holds count against coverage
+GENERIC_WEIGHT = 0.5  # how much everyday words (GENERIC_WORDS) count in coverage
+CJK_UNKNOWN_WEIGHT = 0.25  # ... and CJK bigrams no memory holds
+MIN_SPECIFIC_TERMS = 1  # distinct non-generic query words the document matches
+MIN_HEAD_TERMS = 0  # ... of which in its name, description or keywords
 SECOND_SCORE_RATIO = 0.7  # the second document only when this close to the first
 SECOND_MIN_COVERAGE = 0.5
 
@@ -60,6 +67,29 @@ class FastResult:
     docs_scanned: int
 
 
+# Everyday words that say little about which memory applies, whatever the store's statistics.
+GENERIC_WORDS = frozenset(
+    """
+    add added adding get gets getting got make makes making made set sets setting use uses using used
+    want wants need needs needed try trying tried help helps fix fixed fixing change changes changed
+    create created creating write writing wrote read show shows tell give gives put take takes find
+    look looking see know think keep let start started stop move work works working call called ask
+    happen happened happens mean means explain describe like say said seem seems feel go going goes
+    went come came thing things way ways time times day days week today yesterday tomorrow tonight
+    something anything everything nothing someone anyone problem problems issue issues question
+    questions stuff part kind sort lot bit new old good bad best better big small large huge right
+    wrong first last next same different another many much sure please thanks thank ok okay maybe
+    really still already always never ever yet even back actually just quick quickly good great nice
+    able possible again instead around without within one two three also here there now then
+    什么 怎么 怎样 为什 一下 可以 这个 那个 我们 你们 他们 没有 不是 就是 还是 但是 因为 所以 如果 已经
+    现在 应该 需要 一个 时候 的话 是什 么样 好的 谢谢 帮我 请问 一些 知道 能不 不能
+    して てい いる する った です ます ない ある この その どう ので から まし した れる られ って
+    たい ださ くだ さい けど だっ っけ なに 何を には では とは
+    하는 해요 합니 니다 있는 없는 하고 어떻 어요 나요 까요 는데 에서 으로 해야
+    """.split()
+)
+
+
 class _Subscribable(Protocol):
     def snapshot(self) -> Snapshot: ...
 
@@ -68,16 +98,20 @@ class _Subscribable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Slot:
-    """One distinct query term: its idf mass and the terms that may match it, with credit."""
+    """One distinct query word: its idf mass and the terms that may match it, with credit."""
 
     mass: float
     matches: tuple[QueryTerm, ...]
+    known: bool  # some document holds it (or, for a typo, what it was meant to be)
+    generic: bool  # an everyday word: weak evidence that a memory applies
+    term: str  # the query's own term
 
 
 class FastHeuristic:
     """Deterministic lexical recall over a store (kept current) or a fixed snapshot."""
 
-    def __init__(self, source: _Subscribable | Snapshot) -> None:
+    def __init__(self, source: _Subscribable | Snapshot, *, gate: GateSettings | None = None) -> None:
+        self.gate = gate or GateSettings()
         self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
         self._update_lock = threading.Lock()  # serialises updates; never taken by a query
         self._index = FieldIndex(FIELD_WEIGHTS)
@@ -89,6 +123,20 @@ class FastHeuristic:
         else:
             self._unsubscribe = source.subscribe(self.apply)
             self.apply(source.snapshot())
+
+    def rank(
+        self, query: str, *, exclude: Collection[str] = ()
+    ) -> tuple[tuple[ScoredDoc, ...], list[Evidence], int]:
+        """The ungated ranking, the gate's evidence for its first two, and postings scanned."""
+        tokens = analyze(query)
+        with self._lock:
+            index, docs = self._index, self._docs
+            slots = _query_slots(index, tokens)
+            terms = _dedupe(match for slot in slots for match in slot.matches)
+            hits, scanned = index.score(terms, limit=RANKED_LIMIT + len(exclude))
+            hits = [hit for hit in hits if hit.ref not in exclude][:RANKED_LIMIT]
+            evidence = [_evidence(index, slots, hit.ref) for hit in hits[:MAX_FAST_DOCS]]
+        return tuple(ScoredDoc(docs[hit.ref], hit.score) for hit in hits), evidence, scanned
 
     @property
     def version(self) -> int:
@@ -127,16 +175,8 @@ class FastHeuristic:
     def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
         """Rank the store for ``query`` and gate the ranking down to at most two confident docs."""
         started = time.perf_counter()
-        tokens = analyze(query)
-        with self._lock:
-            index, docs = self._index, self._docs
-            slots = _query_slots(index, tokens)
-            terms = _dedupe(match for slot in slots for match in slot.matches)
-            hits, scanned = index.score(terms, limit=RANKED_LIMIT + len(exclude))
-            hits = [hit for hit in hits if hit.ref not in exclude][:RANKED_LIMIT]
-            coverage = [_coverage(index, slots, hit.ref) for hit in hits[:MAX_FAST_DOCS]]
-        ranked = tuple(ScoredDoc(docs[hit.ref], hit.score) for hit in hits)
-        chosen = _gate(ranked, coverage)
+        ranked, evidence, scanned = self.rank(query, exclude=exclude)
+        chosen = self.gate.select(ranked, evidence)
         return FastResult(
             docs=chosen,
             ranked=ranked,
@@ -147,48 +187,97 @@ class FastHeuristic:
 
 
 @dataclass(frozen=True, slots=True)
-class _Coverage:
-    share: float  # matched idf mass / query idf mass
-    terms: int  # distinct query slots matched
-    in_head: bool  # some match in name, description or keywords
+class SlotMatch:
+    """One query word as seen from one document."""
+
+    mass: float  # the word's idf (as if unseen when no document holds it)
+    credit: float  # 1 for an exact match, the typo weight for an expansion, 0 for none
+    known: bool  # some document holds it
+    generic: bool  # an everyday word (GENERIC_WORDS)
+    cjk: bool  # a CJK character bigram (unknown ones are mostly word-boundary pairs)
+    in_head: bool  # matched in name, description or keywords
 
 
-def _gate(ranked: tuple[ScoredDoc, ...], coverage: list[_Coverage]) -> tuple[ScoredDoc, ...]:
-    if not ranked:
-        return ()
-    best = coverage[0]
-    if best.share < MIN_COVERAGE or best.terms < MIN_MATCHED_TERMS:
-        return ()
-    chosen = [ranked[0]]
-    if len(ranked) > 1:
-        second = coverage[1]
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """How much of the query one document matches: the gate's store-size-independent inputs."""
+
+    slots: tuple[SlotMatch, ...]
+    specificity: float  # highest idf among matched specific words / idf of a unique term
+
+    def coverage(self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float) -> float:
+        """Share of the query's idf mass this document matches."""
+        total = matched = 0.0
+        for slot in self.slots:
+            mass = slot.mass * (generic_weight if slot.generic else 1.0)
+            if not slot.known:
+                mass *= cjk_unknown_weight if slot.cjk else unknown_weight
+            total += mass
+            matched += slot.credit * mass
+        return matched / total if total else 0.0
+
+    def specific_terms(self) -> int:
+        return sum(1 for slot in self.slots if slot.credit and not slot.generic)
+
+    def head_terms(self) -> int:
+        return sum(1 for slot in self.slots if slot.credit and slot.in_head and not slot.generic)
+
+
+@dataclass(frozen=True, slots=True)
+class GateSettings:
+    """The confidence gate's thresholds (defaults: the module constants)."""
+
+    min_coverage: float = MIN_COVERAGE
+    unknown_weight: float = UNKNOWN_WEIGHT
+    generic_weight: float = GENERIC_WEIGHT
+    cjk_unknown_weight: float = CJK_UNKNOWN_WEIGHT
+    min_terms: int = MIN_SPECIFIC_TERMS
+    min_head_terms: int = MIN_HEAD_TERMS
+    second_score_ratio: float = SECOND_SCORE_RATIO
+    second_min_coverage: float = SECOND_MIN_COVERAGE
+
+    def select(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[ScoredDoc, ...]:
+        """At most two documents: the best when confident, the second when also close to it."""
+        if not ranked or not self._confident(evidence[0], self.min_coverage):
+            return ()
+        chosen = [ranked[0]]
         if (
-            ranked[1].score >= SECOND_SCORE_RATIO * ranked[0].score
-            and second.share >= SECOND_MIN_COVERAGE
+            len(ranked) > 1
+            and ranked[1].score >= self.second_score_ratio * ranked[0].score
+            and self._confident(evidence[1], self.second_min_coverage)
         ):
             chosen.append(ranked[1])
-    return tuple(chosen)
+        return tuple(chosen)
+
+    def _confident(self, evidence: Evidence, min_coverage: float) -> bool:
+        return (
+            evidence.specific_terms() >= self.min_terms
+            and evidence.head_terms() >= self.min_head_terms
+            and evidence.coverage(self.unknown_weight, self.generic_weight, self.cjk_unknown_weight)
+            >= min_coverage
+        )
 
 
-def _coverage(index: FieldIndex, slots: list[_Slot], ref: str) -> _Coverage:
-    total = sum(slot.mass for slot in slots) or 1.0
-    matched = 0.0
-    terms = 0
-    in_head = False
+def _evidence(index: FieldIndex, slots: list[_Slot], ref: str) -> Evidence:
+    unique_idf = bm25_idf(len(index), 1)
+    matches = []
+    specificity = 0.0
     for slot in slots:
         credit = 0.0
+        in_head = False
         for match in slot.matches:
             posting = index.posting(match.term, ref)
             if posting:
                 credit = max(credit, match.weight)
                 in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
-        if credit:
-            matched += credit * slot.mass
-            terms += 1
-    return _Coverage(matched / total, terms, in_head)
+        if credit and not slot.generic:
+            specificity = max(specificity, slot.mass / unique_idf)
+        cjk = _is_cjk_bigram(slot.term)
+        matches.append(SlotMatch(slot.mass, credit, slot.known, slot.generic, cjk, in_head))
+    return Evidence(tuple(matches), specificity)
 
 
-def _query_slots(index: FieldIndex, tokens: list) -> list[_Slot]:
+def _query_slots(index: FieldIndex, tokens: list[Token]) -> list[_Slot]:
     n = len(index)
     slots: list[_Slot] = []
     seen: set[str] = set()
@@ -197,39 +286,49 @@ def _query_slots(index: FieldIndex, tokens: list) -> list[_Slot]:
             continue
         seen.add(token.term)
         df = index.doc_freq(token.term)
+        generic = (token.surface or token.term) in GENERIC_WORDS
         if df:
-            slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),)))
+            slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term))
             continue
         if token.surface is None and not _is_cjk_bigram(token.term):
             continue  # an unknown whole identifier: its parts carry it
         expansions = _typo_expansions(index, token.surface) if token.surface else ()
-        slots.append(_Slot(bm25_idf(n, 0), expansions))
+        if expansions:  # weigh a mistyped word like the word it was meant to be
+            mass = max(index.idf(match.term) for match in expansions)
+            slots.append(_Slot(mass, expansions, True, generic, token.term))
+        else:
+            slots.append(_Slot(bm25_idf(n, 0), (), False, generic, token.term))
     return slots
 
 
 def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
     if len(surface) < TYPO_MIN_LENGTH or not surface.isalpha():
         return ()
+    max_edits = TYPO_MAX_EDITS_LONG if len(surface) >= TYPO_LONG_WORD else TYPO_MAX_EDITS
     # Typos rarely hit the first letter; bucketing by it keeps this cheap at 50,000 documents.
     candidates: list[str] = []
-    for length in range(len(surface) - TYPO_LENGTH_SLACK, len(surface) + TYPO_LENGTH_SLACK + 1):
+    for length in range(len(surface) - max_edits, len(surface) + max_edits + 1):
         candidates.extend(index.surface_buckets.get((surface[0], length), ()))
     found = process.extract(
-        surface,
-        candidates,
-        scorer=fuzz.ratio,
-        score_cutoff=TYPO_MIN_SIMILARITY,
-        limit=TYPO_MAX_EXPANSIONS,
+        surface, candidates, scorer=OSA.distance, score_cutoff=max_edits, limit=None
     )
-    found.sort(key=lambda item: (-item[1], item[0]))
-    return tuple(QueryTerm(stem(word), TYPO_WEIGHT * score / 100.0) for word, score, _ in found)
+    found.sort(key=lambda item: (item[1], -index.surfaces[item[0]], item[0]))
+    expansions: dict[str, float] = {}
+    for word, distance, _ in found:
+        term = stem(word)
+        if term not in expansions and index.doc_freq(term):
+            similarity = 1.0 - distance / max(len(word), len(surface))
+            expansions[term] = TYPO_WEIGHT * similarity
+        if len(expansions) == TYPO_MAX_EXPANSIONS:
+            break
+    return tuple(QueryTerm(term, weight) for term, weight in expansions.items())
 
 
 def _is_cjk_bigram(term: str) -> bool:
     return len(term) == 2 and not term.isascii()
 
 
-def _dedupe(terms) -> list[QueryTerm]:
+def _dedupe(terms: Iterable[QueryTerm]) -> list[QueryTerm]:
     best: dict[str, float] = {}
     for term in terms:
         best[term.term] = max(best.get(term.term, 0.0), term.weight)

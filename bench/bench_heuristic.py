@@ -1,0 +1,174 @@
+"""Choosing the confidence gate: a grid search, cross-validated over folds of the queries.
+
+    .venv/bin/python bench/bench_heuristic.py [DATASET_DIR ...]
+
+Each query's ranking and gate evidence are computed once; every grid point is then only a
+re-gating. For each of FOLDS folds (a hash of the query id), the gate is chosen on the other
+folds and scored on the held-out one; the held-out figures' spread is what the README cites.
+The objective: the lowest strict delivery across datasets (semantic and locomo's adversarial
+"negative" kind left out of the choice), subject to silence and precision floors with margin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recall_kit._evaluation import fold_of, load_dataset
+from recall_kit._heuristic import Evidence, FastHeuristic, GateSettings, ScoredDoc
+
+FOLDS = 5
+SILENCE_FLOOR = 0.85  # issue 3 asks 0.80 (0.90 on multilingual); a margin for unseen queries
+PRECISION_FLOOR = 0.65  # issue 3 asks 0.60
+NOT_CHOSEN_ON = {"semantic", "negative@locomo-dev"}  # reported, never tuned on
+
+DEFAULT_DATASETS = [
+    Path(__file__).parent / "datasets" / "agent-memories",
+    Path(__file__).parent / "datasets" / "multilingual",
+    Path(__file__).parents[2] / "shared" / "datasets" / "locomo-dev",
+]
+
+GRID = {
+    "min_coverage": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6],
+    "unknown_weight": [0.25, 0.5, 0.75, 1.0],
+    "generic_weight": [0.0, 0.25, 0.5, 1.0],
+    "cjk_unknown_weight": [0.0, 0.25, 0.5],
+    "min_terms": [1, 2],
+    "min_head_terms": [0, 1],
+    "second_score_ratio": [0.5, 0.6, 0.7, 0.8, 0.9],
+    "second_min_coverage": [0.2, 0.3, 0.4, 0.5],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    dataset: str
+    id: str
+    kind: str
+    relevant: frozenset[str]
+    ranked: tuple[ScoredDoc, ...]
+    evidence: list[Evidence]
+
+    @property
+    def tuned_on(self) -> bool:
+        return self.kind not in NOT_CHOSEN_ON and f"{self.kind}@{self.dataset}" not in NOT_CHOSEN_ON
+
+
+def collect(dataset_dir: Path) -> list[Case]:
+    dataset = load_dataset(dataset_dir)
+    heuristic = FastHeuristic(dataset.snapshot)
+    cases = []
+    for query in dataset.queries:
+        ranked, evidence, _ = heuristic.rank(query.query)
+        cases.append(Case(dataset_dir.name, query.id, query.kind, query.relevant, ranked[:2], evidence))
+    return cases
+
+
+class Table:
+    """The cases as arrays, so that one grid point is a handful of vectorised comparisons."""
+
+    def __init__(self, cases: list[Case]) -> None:
+        self.cases = cases
+        self.datasets = sorted({c.dataset for c in cases})
+        self.dataset = np.array([self.datasets.index(c.dataset) for c in cases])
+        self.answerable = np.array([bool(c.relevant) for c in cases])
+        self.has = np.array([len(c.ranked) for c in cases])
+        self.hit = np.array([[_relevant(c, i) for i in range(2)] for c in cases])
+        ratio = [c.ranked[1].score / c.ranked[0].score if len(c.ranked) > 1 else 0.0 for c in cases]
+        self.ratio = np.array(ratio)
+        self.terms = np.array([[_ev(c, i, Evidence.specific_terms) for i in range(2)] for c in cases])
+        self.head = np.array([[_ev(c, i, Evidence.head_terms) for i in range(2)] for c in cases])
+        self._coverage: dict[tuple[float, float], np.ndarray] = {}
+
+    def coverage(self, *key: float) -> np.ndarray:
+        if key not in self._coverage:
+            self._coverage[key] = np.array(
+                [[_ev(c, i, lambda e: e.coverage(*key)) for i in range(2)] for c in self.cases]
+            )
+        return self._coverage[key]
+
+
+def _relevant(case: Case, i: int) -> bool:
+    return len(case.ranked) > i and case.ranked[i].doc.ref in case.relevant
+
+
+def _ev(case: Case, i: int, feature) -> float:
+    return feature(case.evidence[i]) if len(case.evidence) > i else 0.0
+
+
+def figures(table: Table, gate: GateSettings) -> dict[str, float]:
+    """strict, silence and precision per dataset for ``gate``."""
+    cov = table.coverage(gate.unknown_weight, gate.generic_weight, gate.cjk_unknown_weight)
+    ok = (table.terms >= gate.min_terms) & (table.head >= gate.min_head_terms)
+    first = (table.has > 0) & ok[:, 0] & (cov[:, 0] >= gate.min_coverage)
+    second = (
+        first
+        & (table.has > 1)
+        & (table.ratio >= gate.second_score_ratio)
+        & ok[:, 1]
+        & (cov[:, 1] >= gate.second_min_coverage)
+    )
+    delivered = first.astype(int) + second
+    hits = (first & table.hit[:, 0]).astype(int) + (second & table.hit[:, 1])
+    out: dict[str, float] = {}
+    for index, name in enumerate(table.datasets):
+        mine = table.dataset == index
+        answerable = mine & table.answerable
+        negatives = mine & ~table.answerable
+        n_answerable, n_negatives = answerable.sum(), negatives.sum()
+        n_delivered = delivered[mine].sum()
+        out[f"{name}.strict"] = (hits[answerable] > 0).sum() / n_answerable if n_answerable else 1.0
+        out[f"{name}.silence"] = (delivered[negatives] == 0).sum() / n_negatives if n_negatives else 1.0
+        out[f"{name}.precision"] = hits[mine].sum() / n_delivered if n_delivered else 1.0
+    return out
+
+
+def objective(result: dict[str, float]) -> float:
+    strict = min(v for k, v in result.items() if k.endswith(".strict"))
+    penalty = 0.0
+    for key, value in result.items():
+        if key.endswith(".silence") and not key.startswith("locomo"):
+            penalty += max(0.0, SILENCE_FLOOR - value)
+        if key.endswith(".precision") and not key.startswith("locomo"):
+            penalty += max(0.0, PRECISION_FLOOR - value)
+    return strict - 4.0 * penalty
+
+
+def best_gate(cases: list[Case]) -> GateSettings:
+    tuned = Table([c for c in cases if c.tuned_on])
+    best: tuple[float, GateSettings] | None = None
+    for values in itertools.product(*GRID.values()):
+        gate = GateSettings(**dict(zip(GRID, values)))
+        score = objective(figures(tuned, gate))
+        if best is None or score > best[0]:
+            best = (score, gate)
+    assert best is not None
+    return best[1]
+
+
+def main(dirs: list[Path]) -> None:
+    cases = [case for d in dirs if (d / "queries.jsonl").exists() for case in collect(d)]
+    held_out: list[dict[str, float]] = []
+    for fold in range(FOLDS):
+        train = [c for c in cases if fold_of(c.id, FOLDS) != fold]
+        test = [c for c in cases if fold_of(c.id, FOLDS) == fold]
+        gate = best_gate(train)
+        result = figures(Table([c for c in test if c.tuned_on]), gate)
+        held_out.append(result)
+        print(f"fold {fold}: {gate}")
+        print("   held out:", {k: round(v, 3) for k, v in result.items()})
+    print("held-out spread:")
+    for key in held_out[0]:
+        values = [r[key] for r in held_out]
+        print(f"   {key:32} min {min(values):.3f} mean {sum(values) / len(values):.3f} max {max(values):.3f}")
+    final = best_gate(cases)
+    print("chosen on all folds:", final)
+    print("   ", {k: round(v, 3) for k, v in figures(Table([c for c in cases if c.tuned_on]), final).items()})
+
+
+if __name__ == "__main__":
+    main([Path(arg) for arg in sys.argv[1:]] or DEFAULT_DATASETS)
