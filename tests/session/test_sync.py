@@ -13,6 +13,19 @@ from recall_kit.testing._replies import Reply
 from session_support import DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, make_recaller
 
 
+def warm_up_sync(session: SyncRecallSession, server, log) -> None:
+    """A first turn on the session's loop so the selector's HTTP client exists before we measure."""
+    server.script(Reply.empty())
+    session.begin(FAST_DB_QUERY)
+    log.wait_for_blocking(lambda: any(r.settled for r in log.recalls))
+    session.finish()
+    session.reset()
+
+
+def later_discards(log) -> list[str | None]:
+    return [e.reason for e in log.deliveries if e.handle_id > 1 and e.point == "discarded"]
+
+
 def session_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "recall-kit-session"]
 
@@ -35,21 +48,23 @@ def test_sync_session_delivers_fast_then_refined_from_a_plain_thread(store, log,
 def test_sync_session_waits_at_most_the_ceiling_and_finish_discards(store, log, chat_server):
     server = chat_server(default=Reply.hang())
     session = make_recaller(store, log, server).sync_session()
+    warm_up_sync(session, server, log)
     session.begin(NO_FAST_QUERY)
     started = time.perf_counter()
     assert session.consume("initial") is None
     waited = (time.perf_counter() - started) * 1000
-    assert 99 <= waited < 150
+    assert 99 <= waited < 160
     session.finish()
     session.close()
-    assert log.discard_reasons() == ["no_safe_delivery_point"]
-    assert server.requests and server.requests[0].connection_closed.wait(2.0)
+    assert later_discards(log) == ["no_safe_delivery_point"]
+    assert server.requests[-1].connection_closed.wait(2.0)
     assert session_threads() == []
 
 
 def test_threading_event_abort_ends_the_initial_wait(store, log, chat_server):
     server = chat_server(default=Reply.hang())
     session = make_recaller(store, log, server).sync_session()
+    warm_up_sync(session, server, log)
     abort = threading.Event()
     session.begin(NO_FAST_QUERY, abort=abort)
     timer = threading.Timer(0.02, abort.set)
@@ -59,8 +74,8 @@ def test_threading_event_abort_ends_the_initial_wait(store, log, chat_server):
     waited = (time.perf_counter() - started) * 1000
     timer.join()
     session.close()
-    assert 15 <= waited < 60, f"waited {waited:.1f} ms"
-    assert log.discard_reasons() == ["abort"]
+    assert 15 <= waited < 70, f"waited {waited:.1f} ms"
+    assert later_discards(log) == ["abort"]
 
 
 def test_cancel_reset_and_closed_session(store, log, chat_server):
