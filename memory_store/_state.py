@@ -40,6 +40,8 @@ class StoreState:
 
     def rescan(self, root: Root, under: str = "") -> None:
         """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone."""
+        if under and is_hidden(under):
+            return
         if under and not os.path.isdir(root.abspath(under)):
             self._drop_under(root, under)  # the folder is gone, or became a file
             if os.path.lexists(root.abspath(under)):
@@ -87,7 +89,8 @@ class StoreState:
         try:
             info = os.lstat(abspath)
         except OSError:
-            self._drop_under(root, rel)
+            # Gone. A vanished folder arrives as a folder event and goes through rescan().
+            self._put(root, rel, None)
             return
         name = rel.rsplit("/", 1)[-1]
         if stat.S_ISDIR(info.st_mode):

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Callable, Union
 
-from memory_store._scan import Root
+from memory_store._scan import Root, is_hidden
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
 from memory_store._watch import Batch, Watcher
@@ -165,7 +165,7 @@ class MemoryStore:
                 if root.path in whole:
                     self._state.rescan(root)
                     continue
-                rels = sorted(rel for p in batch.folders if (rel := root.rel(p)))
+                rels = sorted(rel for p in batch.folders if (rel := root.rel(p)) and not is_hidden(rel))
                 kept: list[str] = []
                 for rel in rels:  # sorted, so a parent comes before its children
                     if not any(rel.startswith(k + "/") for k in kept):

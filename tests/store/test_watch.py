@@ -128,6 +128,16 @@ def test_subfolder_moved_in_out_and_deleted(root: Path, tmp_path: Path, open_sto
     assert not snapshot.errors
 
 
+def test_hidden_folders_stay_invisible_while_watching(root: Path, open_store: Open) -> None:
+    store = open_store(root)
+    write(root / ".git" / "objects" / "x.md", memory())  # a hidden folder appears, with a memory-like file
+    (root / ".git" / "objects").rename(root / ".git" / "moved")
+    write(root / "sub" / ".cache" / "y.md", memory())
+    write(root / "visible.md", memory())  # events arrive in order: once this shows, the rest was applied
+    snapshot = wait_until(store, lambda s: "mem/visible.md" in s.docs)
+    assert set(snapshot.docs) == {"mem/visible.md"} and not snapshot.errors
+
+
 def test_files_written_into_a_brand_new_folder_are_all_seen(root: Path, open_store: Open) -> None:
     store = open_store(root)
     folder = root / "a" / "b" / "c"
