@@ -18,7 +18,7 @@ from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from memory_store import MemoryDoc, Snapshot
+from memory_store import MemoryDoc, MemoryStore, Snapshot
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 BASELINE_TOP = 2
@@ -111,32 +111,8 @@ _QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
 
 
 def _load_memories(memories: Path) -> Snapshot:
-    try:
-        from memory_store import MemoryStore  # type: ignore[attr-defined]
-    except ImportError:  # the store's scanner is not in the tree yet
-        return _parse_folder(memories)
     with MemoryStore.open((DATASET_SCOPE, memories), watch=False) as store:
         return store.snapshot()
-
-
-def _parse_folder(memories: Path, scope: str = DATASET_SCOPE) -> Snapshot:
-    from memory_store import LoadError
-    from memory_store._parse import parse_memory
-    from recall_kit._errors import MemoryParseError
-
-    docs: dict[str, MemoryDoc] = {}
-    errors: list[LoadError] = []
-    for file in sorted(memories.rglob("*.md")):
-        if file.name == "MEMORY.md":
-            continue
-        rel = file.relative_to(memories).as_posix()
-        try:
-            doc = parse_memory(file.read_bytes(), scope=scope, path=rel, abspath=file)
-        except MemoryParseError as exc:
-            errors.append(LoadError(scope, rel, str(exc)))
-            continue
-        docs[doc.ref] = doc
-    return Snapshot.build(1, docs, tuple(errors), frozenset(docs))
 
 
 def run(
@@ -255,16 +231,6 @@ def fast_deliver(heuristic: Any) -> Deliver:
 
 def open_snapshot(roots: Sequence[str | Path]) -> Snapshot:
     """One-shot snapshot of memory roots (scope label = folder name), for the CLI."""
-    try:
-        from memory_store import MemoryStore  # type: ignore[attr-defined]
-    except ImportError:  # the store's scanner is not in the tree yet
-        docs: dict[str, MemoryDoc] = {}
-        errors: list[Any] = []
-        for root in roots:
-            part = _parse_folder(Path(root), scope=Path(root).resolve().name)
-            docs.update(part.docs)
-            errors.extend(part.errors)
-        return Snapshot.build(1, docs, tuple(errors), frozenset(docs))
     with MemoryStore.open(*roots, watch=False) as store:
         return store.snapshot()
 

@@ -1,0 +1,56 @@
+"""FastHeuristic following a real, watched MemoryStore on the real file system."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from memory_store import MemoryStore, Snapshot, atomic_write
+from recall_kit import FastHeuristic
+
+TIMEOUT = 10.0
+
+
+def memory(name: str, description: str, body: str = "") -> str:
+    return f"---\nname: {name}\ndescription: {description}\ntype: project\n---\n{body}\n"
+
+
+class VersionSeen:
+    """Subscribed after the heuristic, so it fires once the heuristic has applied a version."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.changed = threading.Condition()
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        with self.changed:
+            self.version = snapshot.version
+            self.changed.notify_all()
+
+    def wait(self, version: int) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.version >= version, TIMEOUT)
+
+
+def test_heuristic_follows_file_edits_incrementally(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    root.mkdir()
+    atomic_write(root / "redis.md", memory("Redis cache", "routewise session cache in Redis 7 on the homelab"))
+    with MemoryStore.open(root, debounce_ms=20) as store:
+        heuristic = FastHeuristic(store)
+        seen = VersionSeen()
+        store.subscribe(seen)
+        assert heuristic.recall("valkey session cache for routewise").docs[0].doc.name == "Redis cache"
+
+        version = store.snapshot().version
+        atomic_write(root / "valkey.md", memory("Valkey migration", "routewise moved its session cache to Valkey 8"))
+        seen.wait(version + 1)
+        assert heuristic.version == store.snapshot().version
+        assert heuristic.recall("valkey session cache for routewise").docs[0].doc.ref == "mem/valkey.md"
+
+        version = store.snapshot().version
+        (root / "valkey.md").unlink()
+        seen.wait(version + 1)
+        refs = [s.doc.ref for s in heuristic.recall("valkey session cache for routewise").ranked]
+        assert "mem/valkey.md" not in refs
+        heuristic.close()
