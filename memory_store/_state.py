@@ -67,7 +67,7 @@ class StoreState:
         root_real = os.path.realpath(root.path)
         found: dict[str, Entry] = {err.path: err for err in errors}
         links = self._links[root.label]
-        for cand in candidates:
+        for cand in sorted(candidates, key=lambda c: c.rel):  # a stable doc order for a given tree
             found[cand.rel] = read_candidate(root, cand, self.max_bytes, root_real)
             if cand.kind == "symlink":
                 links.add(cand.rel)

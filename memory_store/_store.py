@@ -65,7 +65,11 @@ class MemoryStore:
                     what = "is not a folder" if os.path.exists(root.path) else "does not exist"
                     raise MemoryStoreError(f"memory root {what}: {root.path}")
         store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms)
-        store._start(watch)
+        try:
+            store._start(watch)
+        except BaseException:
+            store.close()  # never leave a watcher thread behind a failed open
+            raise
         return store
 
     # --- reading -----------------------------------------------------------------

@@ -111,11 +111,6 @@ class Watcher:
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
-    @property
-    def threads(self) -> tuple[threading.Thread, ...]:
-        """The threads this watcher runs (for tests that check close() leaves none)."""
-        return (self._observer, self._thread)
-
     # --- watches -----------------------------------------------------------------
 
     def sync_watches(self) -> set[str]:
@@ -220,8 +215,10 @@ class Watcher:
                 batch, self._pending = self._pending, Batch()
             try:
                 self._on_batch(batch, self)
-            except Exception:  # one bad batch must not end watching
+            except Exception:  # one bad batch must not end watching; a full rescan repairs what it missed
                 _log.exception("memory store: applying file events failed")
+                if not batch.rescan_all:
+                    self.note(rescan_all=True)
 
 
 class _Handler(FileSystemEventHandler):

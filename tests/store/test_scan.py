@@ -36,6 +36,7 @@ def test_good_files_load_with_scope_and_relative_path(root: Path) -> None:
     assert (doc.scope, doc.path, doc.abspath) == ("mem", "projects/atlas/db.md", root / "projects/atlas/db.md")
     assert doc.mtime == os.stat(doc.abspath).st_mtime and doc.size == os.stat(doc.abspath).st_size
     assert snapshot.changed == frozenset(snapshot.docs) and not snapshot.errors
+    assert list(snapshot.docs) == sorted(snapshot.docs)  # a stable order for a given tree
 
 
 def test_one_bad_file_of_each_kind_never_hides_the_good_ones(root: Path) -> None:

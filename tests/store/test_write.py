@@ -14,7 +14,7 @@ from recall_kit._errors import MemoryStoreError
 
 def test_concurrent_reader_never_sees_a_half_written_file(tmp_path: Path) -> None:
     target = tmp_path / "big.md"
-    versions = [f"---\nversion: {i}\n---\n" + (chr(ord("a") + i) * 200_000) for i in range(4)]
+    versions = [f"---\nversion: {i}\n---\n" + (chr(ord("a") + i) * 100_000) for i in range(4)]
     atomic_write(target, versions[0])
     allowed = set(versions)
     seen: set[str] = set()
@@ -31,7 +31,7 @@ def test_concurrent_reader_never_sees_a_half_written_file(tmp_path: Path) -> Non
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        for n in range(200):
+        for n in range(80):
             atomic_write(target, versions[n % 4])
     finally:
         stop.set()
