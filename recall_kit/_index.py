@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-K1 = 1.2  # rank-bm25's default
-B = 0.75  # rank-bm25's default
+K1 = 1.2  # Lucene's default (rank-bm25 uses 1.5; the pin test passes k1 through)
+B = 0.75  # the usual default, in rank-bm25 and Lucene alike
 
 Posting = tuple[int, ...]  # term frequency in each field
+PATCH_MIN_POSTINGS = 512  # below this, rebuilding a term's arrays on demand is cheaper than patching
 
 
 def bm25_idf(n_docs: int, doc_freq: int) -> float:
@@ -50,8 +51,16 @@ class Hit:
 class FieldIndex:
     """Postings per term, lengths per document and field, and the running totals BM25 needs."""
 
-    def __init__(self, field_weights: Sequence[float], *, k1: float = K1, b: float = B) -> None:
+    def __init__(
+        self,
+        field_weights: Sequence[float],
+        *,
+        k1: float = K1,
+        b: float = B,
+        patch_min_postings: int = PATCH_MIN_POSTINGS,
+    ) -> None:
         self.field_weights = tuple(field_weights)
+        self.patch_min_postings = patch_min_postings
         self.k1 = k1
         self.b = b
         self.postings: dict[str, dict[int, Posting]] = {}
@@ -92,8 +101,9 @@ class FieldIndex:
             self.total_lengths[field] += len(terms)
         self.doc_terms[doc_id] = tuple(counts)
         for term, per_field in counts.items():
-            self.postings.setdefault(term, {})[doc_id] = tuple(per_field)
-            self._arrays.pop(term, None)
+            posting = tuple(per_field)
+            self.postings.setdefault(term, {})[doc_id] = posting
+            self._patch_arrays(term, doc_id, posting)
         distinct_surfaces = tuple(dict.fromkeys(surfaces))
         self._doc_surfaces[doc_id] = distinct_surfaces
         for surface in distinct_surfaces:
@@ -110,7 +120,7 @@ class FieldIndex:
         for term in self.doc_terms[doc_id]:
             docs = self.postings[term]
             del docs[doc_id]
-            self._arrays.pop(term, None)
+            self._patch_arrays(term, doc_id, None)
             if not docs:
                 del self.postings[term]
         for surface in self._doc_surfaces[doc_id]:
@@ -173,6 +183,22 @@ class FieldIndex:
         refs = self.refs
         best = sorted(((-float(scores[i]), refs[i]) for i in touched), key=lambda item: item)
         return [Hit(ref, -negative) for negative, ref in best[:limit]]  # type: ignore[arg-type]
+
+    def _patch_arrays(self, term: str, doc_id: int, posting: Posting | None) -> None:
+        # Long posting lists are patched in place (a C-speed copy) so that the first query after
+        # an update does not rebuild them in Python; short ones are simply rebuilt when next used.
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            return
+        ids, tfs = arrays
+        if len(ids) < self.patch_min_postings:
+            del self._arrays[term]
+        elif posting is None:
+            keep = ids != doc_id
+            self._arrays[term] = (ids[keep], tfs[keep])
+        else:
+            row = np.array([posting], dtype=np.float64)
+            self._arrays[term] = (np.append(ids, doc_id), np.concatenate((tfs, row)))
 
     def _term_arrays(self, term: str, docs: dict[int, Posting]) -> tuple[np.ndarray, np.ndarray]:
         arrays = self._arrays.get(term)

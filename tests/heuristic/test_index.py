@@ -59,14 +59,17 @@ EDIT = st.tuples(st.integers(0, 7), st.none() | st.lists(WORDS, min_size=0, max_
     start=st.lists(st.lists(WORDS, max_size=8), max_size=8),
     edits=st.lists(EDIT, max_size=20),
     query=st.lists(WORDS, min_size=1, max_size=4, unique=True),
+    patch_min_postings=st.sampled_from([0, 3, 512]),
 )
-def test_incremental_updates_score_like_a_rebuild(start, edits, query) -> None:
+def test_incremental_updates_score_like_a_rebuild(start, edits, query, patch_min_postings) -> None:
     weights = (3.0, 1.0)
+    terms = [QueryTerm(t) for t in query]
     docs = {f"d{i}": (words[:2], words[2:]) for i, words in enumerate(start)}
-    index = FieldIndex(weights)
+    index = FieldIndex(weights, patch_min_postings=patch_min_postings)
     for ref, fields in docs.items():
         index.add(ref, fields)
     for slot, words in edits:
+        index.score(terms)  # caches per-term arrays, which the next edit must keep right
         ref = f"d{slot}"
         if words is None:
             assert index.remove(ref) == (ref in docs)
@@ -77,7 +80,6 @@ def test_incremental_updates_score_like_a_rebuild(start, edits, query) -> None:
     rebuilt = FieldIndex(weights)
     for ref in sorted(docs):
         rebuilt.add(ref, docs[ref])
-    terms = [QueryTerm(t) for t in query]
     assert index.score(terms) == rebuilt.score(terms)
     assert index.total_lengths == rebuilt.total_lengths
     assert {t: len(p) for t, p in index.postings.items()} == {t: len(p) for t, p in rebuilt.postings.items()}
