@@ -1,6 +1,7 @@
-"""Choosing the confidence gate: a grid search, cross-validated over folds of the queries.
+"""Choosing the confidence gate (a cross-validated grid search), and micro benchmarks.
 
-    .venv/bin/python bench/bench_heuristic.py [DATASET_DIR ...]
+    .venv/bin/python bench/bench_heuristic.py [DATASET_DIR ...]     # the gate search
+    .venv/bin/pytest bench/bench_heuristic.py --benchmark-only      # tokenizer/scoring timings
 
 Each query's ranking and gate evidence are computed once; every grid point is then only a
 re-gating. For each of FOLDS folds (a hash of the query id), the gate is chosen on the other
@@ -184,6 +185,40 @@ def main(dirs: list[Path]) -> None:
     final = best_gate(cases)
     print("chosen on all folds:", final)
     print("   ", {k: round(v, 3) for k, v in figures(Table([c for c in cases if c.tuned_on]), final).items()})
+
+
+# --- pytest-benchmark micro benchmarks ------------------------------------------------------
+
+AGENT_MEMORIES = Path(__file__).parent / "datasets" / "agent-memories"
+PROMPT = "celery beat isn't scheduling import_from_parcelhub anymore, nothing ran at 02:30"
+
+
+def test_benchmark_tokenize_prompt(benchmark) -> None:
+    from recall_kit._tokenize import tokenize
+
+    assert benchmark(tokenize, PROMPT)
+
+
+def test_benchmark_tokenize_memory(benchmark) -> None:
+    from recall_kit._tokenize import tokenize
+
+    dataset = load_dataset(AGENT_MEMORIES)
+    text = max((doc.body for doc in dataset.snapshot.docs.values()), key=len)
+    assert benchmark(tokenize, text)
+
+
+def test_benchmark_recall_agent_memories(benchmark) -> None:
+    heuristic = FastHeuristic(load_dataset(AGENT_MEMORIES).snapshot)
+    assert benchmark(heuristic.recall, PROMPT).ranked
+
+
+def test_benchmark_recall_with_typo_10k(benchmark) -> None:
+    from recall_kit._evaluation import generated_queries, generated_snapshot, generated_vocabulary
+
+    vocabulary = generated_vocabulary()
+    heuristic = FastHeuristic(generated_snapshot(10_000, vocabulary))
+    prompt = generated_queries(vocabulary, 1)[0]  # the first generated prompt carries a typo
+    assert benchmark(heuristic.recall, prompt).ranked
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ dependency). The index is not thread-safe: its owner serialises access (see Fast
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ K1 = 1.2  # Lucene's default (rank-bm25 uses 1.5; the pin test passes k1 through
 B = 0.75  # the usual default, in rank-bm25 and Lucene alike
 
 Posting = tuple[int, ...]  # term frequency in each field
+VECTORISE_MIN_POSTINGS = 200  # loop vs numpy: 0.16 vs 0.15 ms at 100-300 postings, 0.44 vs 0.19 at 600-1000
 PATCH_MIN_POSTINGS = 512  # below this, rebuilding a term's arrays on demand is cheaper than patching
 
 
@@ -58,9 +60,11 @@ class FieldIndex:
         k1: float = K1,
         b: float = B,
         patch_min_postings: int = PATCH_MIN_POSTINGS,
+        vectorise_min_postings: int = VECTORISE_MIN_POSTINGS,
     ) -> None:
         self.field_weights = tuple(field_weights)
         self.patch_min_postings = patch_min_postings
+        self.vectorise_min_postings = vectorise_min_postings
         self.k1 = k1
         self.b = b
         self.postings: dict[str, dict[int, Posting]] = {}
@@ -71,6 +75,7 @@ class FieldIndex:
         self.surfaces: dict[str, int] = {}  # folded surface word -> documents holding it
         self.surface_buckets: dict[tuple[str, int], dict[str, None]] = {}  # (first char, length)
         self._lengths = np.zeros((16, len(self.field_weights)))  # doc id -> field lengths
+        self._length_rows: list[tuple[int, ...]] = []  # the same, as tuples for the plain loop
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (ids, tf), lazily
         self._doc_surfaces: list[tuple[str, ...]] = []
         self._free: list[int] = []
@@ -99,6 +104,7 @@ class FieldIndex:
         for field, terms in enumerate(fields):
             self._lengths[doc_id, field] = len(terms)
             self.total_lengths[field] += len(terms)
+        self._length_rows[doc_id] = tuple(len(terms) for terms in fields)
         self.doc_terms[doc_id] = tuple(counts)
         for term, per_field in counts.items():
             posting = tuple(per_field)
@@ -133,6 +139,7 @@ class FieldIndex:
         for field in range(len(self.field_weights)):
             self.total_lengths[field] -= int(self._lengths[doc_id, field])
         self._lengths[doc_id] = 0.0
+        self._length_rows[doc_id] = ()
         self.refs[doc_id] = None
         self.doc_terms[doc_id] = ()
         self._doc_surfaces[doc_id] = ()
@@ -153,17 +160,41 @@ class FieldIndex:
     def score(self, query: Sequence[QueryTerm], *, limit: int = 50) -> tuple[list[Hit], int]:
         """The best ``limit`` documents for ``query`` (score desc, then ref) and postings visited."""
         n = len(self.ids)
-        if not n:
+        terms = [(q, self.postings[q.term]) for q in query if q.term in self.postings]
+        visited = sum(len(docs) for _, docs in terms)
+        if not n or not visited:
             return [], 0
-        k1 = self.k1
-        one_minus_b = 1.0 - self.b
         b_over_avg = [self.b / (total / n) if total else 0.0 for total in self.total_lengths]
+        if visited < self.vectorise_min_postings:
+            return self._best(self._score_loop(terms, b_over_avg), limit), visited
+        scores = self._score_vectorised(terms, b_over_avg)
+        touched = np.flatnonzero(scores)
+        if len(touched) > limit:
+            # Keep every document tied with the limit-th score, so the ref tie-break decides.
+            cutoff = np.partition(scores[touched], len(touched) - limit)[len(touched) - limit]
+            touched = touched[scores[touched] >= cutoff]
+        return self._best({int(i): float(scores[i]) for i in touched}, limit), visited
+
+    def _score_loop(self, terms: list[tuple[QueryTerm, dict[int, Posting]]], b_over_avg: list[float]) -> dict[int, float]:
+        # The same arithmetic, in the same order, as _score_vectorised: both give identical floats.
+        n, k1, one_minus_b, weights = len(self.ids), self.k1, 1.0 - self.b, self.field_weights
+        rows = self._length_rows
+        scores: dict[int, float] = {}
+        for qterm, docs in terms:
+            factor = bm25_idf(n, len(docs)) * qterm.weight * (k1 + 1.0)
+            for doc_id, posting in docs.items():
+                lengths = rows[doc_id]
+                tf = 0.0
+                for field, count in enumerate(posting):
+                    if count:
+                        tf += weights[field] * count / (one_minus_b + b_over_avg[field] * lengths[field])
+                scores[doc_id] = scores.get(doc_id, 0.0) + factor * tf / (k1 + tf)
+        return scores
+
+    def _score_vectorised(self, terms: list[tuple[QueryTerm, dict[int, Posting]]], b_over_avg: list[float]) -> np.ndarray:
+        n, k1, one_minus_b = len(self.ids), self.k1, 1.0 - self.b
         scores = np.zeros(len(self.refs))
-        visited = 0
-        for qterm in query:
-            docs = self.postings.get(qterm.term)
-            if not docs:
-                continue
+        for qterm, docs in terms:
             ids, tfs = self._term_arrays(qterm.term, docs)
             lengths = self._lengths[ids]
             tf = np.zeros(len(ids))
@@ -171,18 +202,12 @@ class FieldIndex:
                 tf += weight * tfs[:, field] / (one_minus_b + b_over_avg[field] * lengths[:, field])
             factor = bm25_idf(n, len(docs)) * qterm.weight * (k1 + 1.0)
             scores[ids] += factor * tf / (k1 + tf)
-            visited += len(docs)
-        return self._best(scores, limit), visited
+        return scores
 
-    def _best(self, scores: np.ndarray, limit: int) -> list[Hit]:
-        touched = np.flatnonzero(scores)
-        if len(touched) > limit:
-            # Keep every document tied with the limit-th score, so the ref tie-break decides.
-            cutoff = np.partition(scores[touched], len(touched) - limit)[len(touched) - limit]
-            touched = touched[scores[touched] >= cutoff]
+    def _best(self, scores: dict[int, float], limit: int) -> list[Hit]:
         refs = self.refs
-        best = sorted(((-float(scores[i]), refs[i]) for i in touched), key=lambda item: item)
-        return [Hit(ref, -negative) for negative, ref in best[:limit]]  # type: ignore[arg-type]
+        best = heapq.nsmallest(limit, ((-score, refs[i]) for i, score in scores.items()))
+        return [Hit(ref, -negative) for negative, ref in best]  # type: ignore[arg-type]
 
     def _patch_arrays(self, term: str, doc_id: int, posting: Posting | None) -> None:
         # Long posting lists are patched in place (a C-speed copy) so that the first query after
@@ -215,6 +240,7 @@ class FieldIndex:
             grown[: len(self._lengths)] = self._lengths
             self._lengths = grown
         self.refs.append(None)
+        self._length_rows.append(())
         self.doc_terms.append(())
         self._doc_surfaces.append(())
         return doc_id

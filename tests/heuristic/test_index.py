@@ -60,12 +60,17 @@ EDIT = st.tuples(st.integers(0, 7), st.none() | st.lists(WORDS, min_size=0, max_
     edits=st.lists(EDIT, max_size=20),
     query=st.lists(WORDS, min_size=1, max_size=4, unique=True),
     patch_min_postings=st.sampled_from([0, 3, 512]),
+    vectorise_min_postings=st.sampled_from([0, 10_000]),
 )
-def test_incremental_updates_score_like_a_rebuild(start, edits, query, patch_min_postings) -> None:
+def test_incremental_updates_score_like_a_rebuild(
+    start, edits, query, patch_min_postings, vectorise_min_postings
+) -> None:
     weights = (3.0, 1.0)
     terms = [QueryTerm(t) for t in query]
     docs = {f"d{i}": (words[:2], words[2:]) for i, words in enumerate(start)}
-    index = FieldIndex(weights, patch_min_postings=patch_min_postings)
+    index = FieldIndex(
+        weights, patch_min_postings=patch_min_postings, vectorise_min_postings=vectorise_min_postings
+    )
     for ref, fields in docs.items():
         index.add(ref, fields)
     for slot, words in edits:
@@ -83,6 +88,17 @@ def test_incremental_updates_score_like_a_rebuild(start, edits, query, patch_min
     assert index.score(terms) == rebuilt.score(terms)
     assert index.total_lengths == rebuilt.total_lengths
     assert {t: len(p) for t, p in index.postings.items()} == {t: len(p) for t, p in rebuilt.postings.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=CORPUS, query=st.lists(WORDS, min_size=1, max_size=5, unique=True))
+def test_plain_loop_and_numpy_scoring_give_identical_scores(corpus, query) -> None:
+    terms = [QueryTerm(t, weight=0.8 if i else 1.0) for i, t in enumerate(query)]
+    loop, vectorised = FieldIndex((2.0, 1.0)), FieldIndex((2.0, 1.0), vectorise_min_postings=0)
+    for index in (loop, vectorised):
+        for i, doc in enumerate(corpus):
+            index.add(f"d{i:03d}", [doc[:2], doc[2:]])
+    assert loop.score(terms) == vectorised.score(terms)
 
 
 def test_ties_break_by_ref() -> None:
