@@ -133,7 +133,7 @@ class FastHeuristic:
     def rank(
         self, query: str, *, exclude: Collection[str] = ()
     ) -> tuple[tuple[ScoredDoc, ...], list[Evidence], int]:
-        """The ungated ranking, the gate's evidence for its first two, and postings scanned."""
+        """The ungated ranking, the gate's evidence for its first two, and documents scored."""
         tokens = analyze(query)
         with self._lock:
             index, docs = self._index, self._docs

@@ -158,22 +158,24 @@ class FieldIndex:
         return None if doc_id is None else self.postings.get(term, {}).get(doc_id)
 
     def score(self, query: Sequence[QueryTerm], *, limit: int = 50) -> tuple[list[Hit], int]:
-        """The best ``limit`` documents for ``query`` (score desc, then ref) and postings visited."""
+        """The best ``limit`` documents for ``query`` (score desc, then ref), and how many were scored."""
         n = len(self.ids)
         terms = [(q, self.postings[q.term]) for q in query if q.term in self.postings]
-        visited = sum(len(docs) for _, docs in terms)
-        if not n or not visited:
+        postings = sum(len(docs) for _, docs in terms)
+        if not n or not postings:
             return [], 0
         b_over_avg = [self.b / (total / n) if total else 0.0 for total in self.total_lengths]
-        if visited < self.vectorise_min_postings:
-            return self._best(self._score_loop(terms, b_over_avg), limit), visited
+        if postings < self.vectorise_min_postings:
+            scored = self._score_loop(terms, b_over_avg)
+            return self._best(scored, limit), len(scored)
         scores = self._score_vectorised(terms, b_over_avg)
         touched = np.flatnonzero(scores)
-        if len(touched) > limit:
+        scanned = len(touched)
+        if scanned > limit:
             # Keep every document tied with the limit-th score, so the ref tie-break decides.
-            cutoff = np.partition(scores[touched], len(touched) - limit)[len(touched) - limit]
+            cutoff = np.partition(scores[touched], scanned - limit)[scanned - limit]
             touched = touched[scores[touched] >= cutoff]
-        return self._best({int(i): float(scores[i]) for i in touched}, limit), visited
+        return self._best({int(i): float(scores[i]) for i in touched}, limit), scanned
 
     def _score_loop(self, terms: list[tuple[QueryTerm, dict[int, Posting]]], b_over_avg: list[float]) -> dict[int, float]:
         # The same arithmetic, in the same order, as _score_vectorised: both give identical floats.

@@ -53,7 +53,7 @@ def _as_json(result: FastResult, store_size: int) -> dict[str, object]:
 def _render(result: FastResult, store_size: int) -> str:
     lines = [
         f"fast stage: {result.elapsed_ms:.3f} ms, {store_size} docs, "
-        f"{result.docs_scanned} postings scanned, strategy {result.strategy}"
+        f"{result.docs_scanned} scored, strategy {result.strategy}"
     ]
     if not result.docs:
         lines.append("nothing delivered (no confident match)")
