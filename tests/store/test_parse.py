@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_store import MEMORY_TYPES, parse_memory
 from recall_kit._errors import MemoryParseError
@@ -98,3 +101,32 @@ def test_content_over_the_size_limit_is_refused() -> None:
     with pytest.raises(MemoryParseError, match="over the 100-byte limit"):
         parse(text, max_bytes=100)
     assert parse(text, max_bytes=1000).size == len(text)
+
+
+_line = st.text(
+    alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters="\ufeff\x85"),
+    min_size=1,
+    max_size=40,
+).filter(lambda s: s.strip())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=_line,
+    description=_line,
+    kind=st.sampled_from(sorted(MEMORY_TYPES)),
+    keywords=st.lists(_line, max_size=5),
+    extra=st.dictionaries(st.from_regex(r"x_[a-z]{1,8}", fullmatch=True), _line, max_size=3),
+    body=st.text(max_size=200).filter(lambda s: "\x00" not in s),
+)
+def test_any_yaml_written_frontmatter_parses_back(
+    name: str, description: str, kind: str, keywords: list[str], extra: dict[str, str], body: str
+) -> None:
+    fields = {"name": name, "description": description, "type": kind, "keywords": keywords, **extra}
+    text = "---\n" + yaml.safe_dump(fields, allow_unicode=True) + "---\n" + body
+    doc = parse(text)
+    assert doc.name == " ".join(name.split()) and doc.description == " ".join(description.split())
+    assert doc.type == kind
+    assert doc.keywords == tuple(dict.fromkeys(" ".join(k.split()) for k in keywords))
+    assert dict(doc.extra) == extra
+    assert doc.body == body

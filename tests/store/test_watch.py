@@ -208,6 +208,19 @@ def test_two_roots_are_watched_independently(tmp_path: Path, open_store: Open) -
     wait_until(store, lambda s: names(s) == {"p/x.md": "project x", "u/x.md": "user x"})
 
 
+def test_sibling_roots_sharing_a_parent_survive_one_being_deleted(tmp_path: Path, open_store: Open) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    write(first / "a.md", memory(name="first a"))
+    write(second / "a.md", memory(name="second a"))
+    store = open_store(first, second)
+    shutil.rmtree(first)
+    wait_until(store, lambda s: names(s) == {"second/a.md": "second a"})
+    write(second / "b.md", memory(name="second b"))  # the other root is still watched
+    wait_until(store, lambda s: "second/b.md" in s.docs)
+    write(first / "c.md", memory(name="first c"))
+    wait_until(store, lambda s: set(s.docs) == {"second/a.md", "second/b.md", "first/c.md"})
+
+
 def test_subscriber_gets_each_snapshot_off_the_reader_path(root: Path, open_store: Open) -> None:
     store = open_store(root)
     got: list[tuple[int, str]] = []
