@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -86,15 +87,40 @@ def _load_frontmatter(front: str) -> dict[str, Any]:
     try:
         fields = yaml.load(front, Loader=_YamlLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise MemoryParseError(f"malformed frontmatter: {problem}{where}") from None
+        fields = _plain_key_values(front)
+        if fields is None:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 2})" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise MemoryParseError(f"malformed frontmatter: {problem}{where}") from None
     if fields is None:
         raise MemoryParseError("empty frontmatter: name, description and type are required")
     if not isinstance(fields, dict):
         raise MemoryParseError(f"malformed frontmatter: expected key: value pairs, got {type(fields).__name__}")
     return {str(key): value for key, value in fields.items()}
+
+
+# A value that opens YAML structure ([, {, quotes, block scalars, anchors, tags) was meant as YAML.
+_PLAIN_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?:[ \t]+([^\[{\"'|>&*!].*))?")
+
+
+def _plain_key_values(front: str) -> dict[str, Any] | None:
+    """Read frontmatter that is only ``key: value`` lines, where YAML itself gave up.
+
+    Hand- and model-written memories often carry an unquoted ``: `` in a description
+    (``description: Fixed it: the cache was stale``), which strict YAML rejects. When
+    every line is a flat ``key: value`` pair, the first ``: `` splits key from value;
+    anything else (nesting, lists, indentation) is still malformed.
+    """
+    fields: dict[str, Any] = {}
+    for line in front.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _PLAIN_LINE.fullmatch(line.rstrip())
+        if match is None or match.group(1) in fields:
+            return None
+        fields[match.group(1)] = (match.group(2) or "").strip() or None
+    return fields or None
 
 
 def _text_field(fields: dict[str, Any], key: str) -> str:

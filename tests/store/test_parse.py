@@ -62,6 +62,16 @@ def test_crlf_line_endings_and_bom_are_accepted() -> None:
     assert (doc.name, doc.body) == ("n", "body\r\n")
 
 
+def test_unquoted_colon_in_a_flat_field_is_read_as_plain_text() -> None:
+    doc = parse("---\nname: Fix\ndescription: Fixed it: the cache was stale\ntype: project\n---\nb\n")
+    assert doc.description == "Fixed it: the cache was stale"
+
+
+def test_unquoted_colon_beside_nested_yaml_is_still_malformed() -> None:
+    with pytest.raises(MemoryParseError, match="malformed frontmatter"):
+        parse("---\nname: n\ndescription: a: b\ntype: user\nkeywords:\n  - x\n---\n")
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
