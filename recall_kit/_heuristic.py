@@ -17,7 +17,7 @@ from rapidfuzz.distance import OSA
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
-from recall_kit._tokenize import Token, analyze, stem
+from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
 
 MAX_FAST_DOCS = 2
 RANKED_LIMIT = 50
@@ -209,7 +209,6 @@ class Evidence:
     """How much of the query one document matches: the gate's store-size-independent inputs."""
 
     slots: tuple[SlotMatch, ...]
-    specificity: float  # highest idf among matched specific words / idf of a unique term
 
     def coverage(self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float) -> float:
         """Share of the query's idf mass this document matches."""
@@ -265,9 +264,7 @@ class GateSettings:
 
 
 def _evidence(index: FieldIndex, slots: list[_Slot], ref: str) -> Evidence:
-    unique_idf = bm25_idf(len(index), 1)
     matches = []
-    specificity = 0.0
     for slot in slots:
         credit = 0.0
         in_head = False
@@ -276,11 +273,9 @@ def _evidence(index: FieldIndex, slots: list[_Slot], ref: str) -> Evidence:
             if posting:
                 credit = max(credit, match.weight)
                 in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
-        if credit and not slot.generic:
-            specificity = max(specificity, slot.mass / unique_idf)
-        cjk = _is_cjk_bigram(slot.term)
+        cjk = is_cjk_term(slot.term)
         matches.append(SlotMatch(slot.mass, credit, slot.known, slot.generic, cjk, in_head))
-    return Evidence(tuple(matches), specificity)
+    return Evidence(tuple(matches))
 
 
 def _query_slots(index: FieldIndex, tokens: list[Token]) -> list[_Slot]:
@@ -296,7 +291,7 @@ def _query_slots(index: FieldIndex, tokens: list[Token]) -> list[_Slot]:
         if df:
             slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term))
             continue
-        if token.surface is None and not _is_cjk_bigram(token.term):
+        if token.surface is None and not is_cjk_term(token.term):
             continue  # an unknown whole identifier: its parts carry it
         expansions = _typo_expansions(index, token.surface) if token.surface else ()
         if expansions:  # weigh a mistyped word like the word it was meant to be
@@ -328,10 +323,6 @@ def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
         if len(expansions) == TYPO_MAX_EXPANSIONS:
             break
     return tuple(QueryTerm(term, weight) for term, weight in expansions.items())
-
-
-def _is_cjk_bigram(term: str) -> bool:
-    return len(term) == 2 and not term.isascii()
 
 
 def _dedupe(terms: Iterable[QueryTerm]) -> list[QueryTerm]:

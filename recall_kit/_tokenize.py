@@ -63,6 +63,11 @@ def tokenize(text: str) -> list[str]:
     return [token.term for token in analyze(text)]
 
 
+def is_cjk_term(term: str) -> bool:
+    """True for a CJK character bigram."""
+    return bool(_HAS_CJK.match(term))
+
+
 def stem(word: str) -> str:
     """A light English suffix stemmer: plurals, -ing/-ed, a few derivations, final -e.
 
