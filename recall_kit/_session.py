@@ -23,6 +23,7 @@ from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 if TYPE_CHECKING:
     from recall_kit._heuristic import FastHeuristic
     from recall_kit._selector import ModelSelector
+    from recall_kit._sync import SyncRecallSession
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling (DESIGN.md section 4): a bound, not a cost
 CANCEL_REASONS = frozenset({"new_query", "abort", "reset", "shutdown", "no_safe_delivery_point"})
@@ -85,7 +86,8 @@ class Recaller:
     def session(self) -> RecallSession:
         return RecallSession(self, f"s{next(self._session_ids)}")
 
-    def sync_session(self) -> Any:
+    def sync_session(self) -> SyncRecallSession:
+        """A session for threaded code, on its own background loop thread."""
         from recall_kit._sync import SyncRecallSession
 
         return SyncRecallSession(self)
@@ -257,7 +259,10 @@ class RecallSession:
     ) -> Delivery:
         self._surfaced.update(dict.fromkeys(d.ref for d in docs))
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
-        self._emit_delivery(handle, phase, point, None, strategy, docs, latency_ms, terminal)
+        refs = tuple(d.ref for d in docs)
+        self.recaller.telemetry.emit(
+            DeliveryEvent(self.id, handle.id, phase, point, None, strategy, refs, latency_ms, terminal)
+        )
         text = render_memories(docs, body_budget=self.recaller.body_budget)
         placement: Literal["prepend", "append"] = "prepend" if point == "initial" else "append"
         return Delivery(text, docs, phase, strategy, point, placement, latency_ms)
@@ -307,20 +312,4 @@ class RecallSession:
                 settled=settled,
                 fallback_reason=outcome.fallback_reason if outcome else None,
             )
-        )
-
-    def _emit_delivery(
-        self,
-        handle: PrefetchHandle,
-        phase: Literal["fast", "refined"],
-        point: ConsumePoint,
-        reason: str | None,
-        strategy: str,
-        docs: tuple[MemoryDoc, ...],
-        latency_ms: float,
-        terminal: bool,
-    ) -> None:
-        refs = tuple(d.ref for d in docs)
-        self.recaller.telemetry.emit(
-            DeliveryEvent(self.id, handle.id, phase, point, reason, strategy, refs, latency_ms, terminal)
         )
