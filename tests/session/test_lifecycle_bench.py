@@ -29,7 +29,7 @@ def make_dataset(root: Path) -> Path:
 def test_lifecycle_bench_reports_delivery_waits_and_the_blocking_baseline(tmp_path):
     ticks: list[tuple[int, int]] = []
     result = run_lifecycle_bench(
-        make_dataset(tmp_path / "mini"), latencies_ms=[20, 400], tool_ms=(150, 200),
+        make_dataset(tmp_path / "mini"), latencies_ms=[20, 400], tool_ms=(500, 600),
         progress=lambda done, total: ticks.append((done, total)),
     )
     assert result["queries"] == 6 and result["latencies_ms"] == [20, 400]
