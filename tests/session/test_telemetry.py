@@ -60,3 +60,31 @@ def test_failing_sink_is_skipped_and_the_others_still_receive(caplog):
         Telemetry(broken, seen.append).emit(RECALL)
     assert seen == [RECALL]
     assert "failed" in caplog.text
+
+
+def test_session_events_reach_a_json_lines_file_and_a_broken_sink_changes_nothing(store, tmp_path):
+    import asyncio
+
+    from recall_kit import Recaller
+    from session_support import DB, FAST_DB_QUERY
+
+    def broken(event: object) -> None:
+        raise OSError("sink is down")
+
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    recaller = Recaller(store, telemetry=Telemetry(broken, sink))
+
+    async def turn() -> tuple[str, ...]:
+        session = recaller.session()
+        session.begin(FAST_DB_QUERY)
+        delivery = await session.consume("initial")
+        await session.close()
+        assert delivery is not None
+        return delivery.refs
+
+    assert asyncio.run(turn()) == (DB,)
+    sink.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(e["kind"], e.get("point")) for e in lines] == [("recall", None), ("delivery", "initial")]
+    assert lines[1]["docs"] == [DB] and lines[1]["phase"] == "fast" and lines[1]["terminal"] is True
