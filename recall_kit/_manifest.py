@@ -6,13 +6,17 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from memory_store._types import MemoryDoc  # not the package: it imports recall_kit._errors
+from memory_store._types import MEMORY_TYPES, MemoryDoc  # not the package: it imports recall_kit._errors
 
 MAX_MANIFEST_DOCS = 200
 MAX_MANIFEST_BYTES = 25_000
 MAX_DESCRIPTION_CHARS = 300  # a description is a one-line summary; longer text is noise to the model
 MAX_KEYWORDS = 12
+MAX_KEYWORD_CHARS = 40
 MAX_QUERY_CHARS = 4_000
+
+_LINE_CACHE_SIZE = 8192  # lines of recently shown docs, keyed by (ref, content_hash)
+_LINE_PARTS: dict[tuple[str, str], tuple[str, str, int]] = {}
 
 LINE_PREFIX = "- ref: "
 FIELD_SEPARATOR = " | "
@@ -50,16 +54,28 @@ def format_age(seconds: float) -> str:
     return f"{int(seconds // 60)}min"
 
 
+def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
+    """The line around its age, and their size in bytes; cached, as docs recur across queries."""
+    key = (doc.ref, doc.content_hash)
+    parts = _LINE_PARTS.get(key)
+    if parts is None:
+        # Slice before cleaning so a huge description costs no more than a short one.
+        description = one_line(doc.description[: 2 * MAX_DESCRIPTION_CHARS])[:MAX_DESCRIPTION_CHARS]
+        kind = doc.type if doc.type in MEMORY_TYPES else one_line(doc.type)
+        head = f"{LINE_PREFIX}{doc.ref}{FIELD_SEPARATOR}type: {kind}{FIELD_SEPARATOR}age: "
+        tail = f"{FIELD_SEPARATOR}{description or one_line(doc.name)}"
+        if doc.keywords:
+            keywords = one_line(", ".join(k[:MAX_KEYWORD_CHARS] for k in doc.keywords[:MAX_KEYWORDS]))
+            tail += f"{FIELD_SEPARATOR}keywords: {keywords}"
+        if len(_LINE_PARTS) >= _LINE_CACHE_SIZE:
+            _LINE_PARTS.clear()
+        parts = _LINE_PARTS[key] = (head, tail, len(head.encode()) + len(tail.encode()))
+    return parts
+
+
 def manifest_line(doc: MemoryDoc, now: float) -> str:
-    description = one_line(doc.description)[:MAX_DESCRIPTION_CHARS] or one_line(doc.name)
-    line = (
-        f"{LINE_PREFIX}{doc.ref}{FIELD_SEPARATOR}type: {one_line(doc.type)}"
-        f"{FIELD_SEPARATOR}age: {format_age(now - doc.mtime)}{FIELD_SEPARATOR}{description}"
-    )
-    keywords = [k for k in (one_line(k)[:40] for k in doc.keywords[:MAX_KEYWORDS]) if k]
-    if keywords:
-        line += f"{FIELD_SEPARATOR}keywords: {', '.join(keywords)}"
-    return line
+    head, tail, _ = _line_parts(doc)
+    return f"{head}{format_age(now - doc.mtime)}{tail}"
 
 
 def _priority_order(
@@ -94,11 +110,12 @@ def build_manifest(
             break
         if not _is_showable_ref(doc.ref):
             continue
-        line = manifest_line(doc, now)
-        size = len(line.encode()) + 1  # the newline
+        head, tail, size = _line_parts(doc)
+        age = format_age(now - doc.mtime)
+        size += len(age) + 1  # the age is ASCII; the newline
         if used + size > max_bytes:
             continue  # a shorter line further down may still fit
-        lines.append(line)
+        lines.append(f"{head}{age}{tail}")
         docs[doc.ref] = doc
         used += size
     return Manifest("\n".join(lines), docs, len(ordered) - len(docs))

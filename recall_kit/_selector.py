@@ -28,6 +28,7 @@ Strategy = Literal["model", "heuristic", "none"]
 ResponseMode = Literal["json_schema", "json_object", "text"]
 RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
 MAX_BODY_BYTES = 1 << 20  # a selection answer is tiny; more is a broken or hostile server
+MAX_ANSWER_TOKENS = 256  # five references fit in ~150 tokens; a cap stops a small model's runaway output
 DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, then the single retry
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 # How endpoints refuse a response_format: 400 (OpenAI, vLLM), 422 (FastAPI validation), and 500 from
@@ -199,10 +200,11 @@ class ModelSelector:
         started = time.perf_counter()
 
         def fall_back(reason: str, mode: str | None = None, rejected: tuple[tuple[str, str], ...] = ()) -> Selection:
+            reason = self._redact(reason)
             logger.debug("selector fell back: %s", reason)
             return Selection(
-                tuple(fallback), "heuristic" if fallback else "none", (), rejected,
-                self._redact(reason), (time.perf_counter() - started) * 1000, mode,
+                tuple(fallback), "heuristic" if fallback else "none", (), self._redact_refs(rejected),
+                reason, (time.perf_counter() - started) * 1000, mode,
             )
 
         try:
@@ -226,12 +228,16 @@ class ModelSelector:
         if verdict.rejected and not verdict.accepted:
             return fall_back("no valid reference in the answer", mode, verdict.rejected)
         return Selection(
-            verdict.docs, "model", verdict.accepted, verdict.rejected, None,
+            verdict.docs, "model", verdict.accepted, self._redact_refs(verdict.rejected), None,
             (time.perf_counter() - started) * 1000, mode,
         )
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _redact_refs(self, rejected: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        # A hostile server could put the key into the model's answer; it still goes nowhere.
+        return tuple((self._redact(ref), reason) for ref, reason in rejected)
 
     def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -253,7 +259,9 @@ class ModelSelector:
         index = 0
         while True:
             mode = modes[index]
-            payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0}
+            payload: dict[str, Any] = {
+                "model": self.model, "messages": messages, "temperature": 0, "max_tokens": MAX_ANSWER_TOKENS,
+            }
             response_format = _response_format(mode, manifest)
             if response_format is not None:
                 payload["response_format"] = response_format

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
@@ -26,10 +27,11 @@ def make_doc(
     age_s: float = 3600.0,
 ) -> MemoryDoc:
     name = Path(path).stem
+    raw = repr((scope, path, description, type, keywords)).encode()  # what the file's bytes would decide
     return MemoryDoc(
         scope=scope, path=path, abspath=Path("/tmp/memories") / path, name=name,
         description=description or f"notes about {name}", type=type, keywords=keywords, extra={},
-        body=f"# {name}\n", mtime=NOW - age_s, size=10, content_hash="0" * 64,
+        body=f"# {name}\n", mtime=NOW - age_s, size=len(raw), content_hash=hashlib.sha256(raw).hexdigest(),
     )
 
 
