@@ -209,12 +209,16 @@ async def _run(
             "by_latency": _by_latency(tool_using, lambda r: r.latency_ms, turn_outcome),
         },
         "duplicates": sum(r.duplicates for r in tool_free + tool_using),
-        "initial_wait_ms": percentiles([r.wait_ms for r in tool_free + tool_using]),
-        "tool_free_initial_wait_ms": percentiles([r.wait_ms for r in tool_free]),
+        # waits of the tool-free turns, run one at a time: what one agent sees
+        "initial_wait_ms": percentiles([r.wait_ms for r in tool_free]),
         # the wait when the heuristic had an answer: it must not wait for the model
         "initial_wait_with_fast_result_ms": percentiles(
-            [r.wait_ms for r in tool_free + tool_using if r.initial and r.initial.phase == "fast"]
+            [r.wait_ms for r in tool_free if r.initial and r.initial.phase == "fast"]
         ),
+        # tool-using turns run `concurrency` at a time on one loop, so their waits include the
+        # other sessions' work: reported apart, not as the single-agent figure
+        "concurrent_initial_wait_ms": percentiles([r.wait_ms for r in tool_using]),
+        "concurrency": concurrency,
         "fast_ms": percentiles([r.fast_ms for r in tool_free]),
         "blocking": {
             "deadline_ms": BLOCKING_DEADLINE_S * 1000,
