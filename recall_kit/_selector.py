@@ -30,7 +30,6 @@ RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text"
 MAX_BODY_BYTES = 1 << 20  # a selection answer is tiny; more is a broken or hostile server
 MAX_ANSWER_TOKENS = 256  # five references fit in ~150 tokens; a cap stops a small model's runaway output
 DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, then the single retry
-_RETRYABLE = frozenset({429, 500, 502, 503, 504})
 # How endpoints refuse a response_format: 400 (OpenAI, vLLM), 422 (FastAPI validation), and 500 from
 # llama-cpp-python's server, whose error handler turns its 422 into a 500 (measured with 0.3.36).
 _FORMAT_REJECTION = frozenset({400, 422})
@@ -276,7 +275,7 @@ class ModelSelector:
                 logger.debug("endpoint rejected response_format %s (HTTP %d)", mode, status)
                 index += 1
                 continue
-            if status in _RETRYABLE and not retried:
+            if (status == 429 or 500 <= status < 600) and not retried:
                 delay = _retry_after_s(headers)
                 delay = DEFAULT_RETRY_DELAY_S if delay is None else delay
                 remaining = deadline - asyncio.get_running_loop().time()

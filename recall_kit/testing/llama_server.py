@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -69,7 +70,7 @@ class LlamaServer:
         self.model = MODEL_ALIAS
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()
+        self._log: IO[bytes] | None = None  # what the server prints, for failure messages
 
     @property
     def base_url(self) -> str:
@@ -80,6 +81,7 @@ class LlamaServer:
             raise RealModelUnavailable(f"llama-cpp-python is missing; {INSTALL_HINT}")
         model_path = self.model_path or smollm2_gguf_path()
         self.port = _free_port()
+        self._log = tempfile.TemporaryFile()
         command = [
             self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
@@ -110,14 +112,17 @@ class LlamaServer:
 
     def output(self) -> str:
         """What the server printed so far (for failure messages)."""
+        if self._log is None:
+            return ""
         self._log.seek(0)
         return self._log.read().decode("utf-8", "replace")
 
     def stop(self, timeout: float = 10.0) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
+        if process is not None and process.poll() is None:
             process.terminate()
             try:
                 process.wait(timeout)
@@ -130,4 +135,3 @@ class LlamaServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-        self._log.close()

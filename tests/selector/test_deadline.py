@@ -93,3 +93,17 @@ def test_concurrent_selections_share_one_selector(server: ScriptedChatServer) ->
     selections = run_checked(main)
     assert sorted(s.accepted[0] for s in selections) == sorted(refs)
     assert time.perf_counter() - started < 0.39  # in parallel, not one after another
+
+
+def test_selector_usable_again_after_aclose_in_another_event_loop(server: ScriptedChatServer) -> None:
+    selector = ModelSelector(**kwargs_for(server))
+    server.script(Reply.select(DOCS[0].ref), Reply.select(DOCS[1].ref))
+
+    async def select_then_close():
+        try:
+            return await selector.select("q", DOCS)
+        finally:
+            await selector.aclose()  # connections belong to this loop: release them before it ends
+
+    first, second = run_checked(select_then_close), run_checked(select_then_close)
+    assert (first.accepted, second.accepted) == ((DOCS[0].ref,), (DOCS[1].ref,))

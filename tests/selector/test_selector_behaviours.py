@@ -165,7 +165,7 @@ def test_auth_and_not_found_errors_fall_back_without_retry(server: ScriptedChatS
     assert selection.strategy == "heuristic" and selection.fallback_reason.startswith(f"HTTP {status}")
 
 
-@pytest.mark.parametrize("status", [429, 500, 503])
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
 def test_retryable_status_retried_once_then_answered(server: ScriptedChatServer, status: int) -> None:
     started = time.perf_counter()
     selection, requests = select_with(server, Reply.error(status, retry_after=0.2), Reply.select(REFS[0]),
