@@ -15,7 +15,6 @@ import statistics
 import time
 from pathlib import Path
 
-import recall_kit  # noqa: F401  (import order: see tests/selector/selector_helpers.py)
 from memory_store import MemoryDoc
 from recall_kit._answer import parse_answer, validate_selection
 from recall_kit._manifest import _LINE_PARTS, build_manifest, user_message

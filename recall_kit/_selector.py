@@ -197,6 +197,7 @@ class ModelSelector:
     ) -> Selection:
         """Ask the model; on any failure return ``fallback`` with the reason. Never raises."""
         started = time.perf_counter()
+        mode: ResponseMode | None = None
 
         def fall_back(reason: str, mode: str | None = None, rejected: tuple[tuple[str, str], ...] = ()) -> Selection:
             reason = self._redact(reason)

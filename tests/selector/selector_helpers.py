@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-import recall_kit  # noqa: F401  first: importing memory_store first hits an import cycle (see report)
 from memory_store import MemoryDoc
 from recall_kit import ModelSelector, Selection
 from recall_kit.testing import RecordedRequest, Reply, ScriptedChatServer
