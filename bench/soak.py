@@ -21,7 +21,6 @@ import ctypes
 import gc
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 from memory_store import MemoryStore
 from recall_kit import ModelSelector, Recaller, SyncRecallSession
+from recall_kit._lifecycle_bench import ScriptedServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORIES = ROOT / "examples" / "memories"
@@ -116,34 +116,6 @@ async def async_turns(recaller: Recaller, start: int, count: int) -> int:
     return delivered
 
 
-class ServerProcess:
-    """The scripted chat server in a child process, so that its sockets, threads and memory are
-    not counted as ours."""
-
-    def __init__(self, latencies_ms: list[float], selections: list[str]):
-        code = (
-            "import sys\n"
-            "from recall_kit.testing.scripted_server import ScriptedChatServer\n"
-            f"server = ScriptedChatServer(selections={selections!r}, latency_ms={latencies_ms!r}).start()\n"
-            "print(server.base_url, flush=True)\n"
-            "sys.stdin.read()\n"
-            "server.stop()\n"
-        )
-        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-
-    def __enter__(self) -> "ServerProcess":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.close()
-        self.process.wait(10)
-        self.process.stdout.close()
-
-
 def sync_turns(store: MemoryStore, base_url: str, count: int) -> int:
     delivered = 0
     selector = ModelSelector(base_url, "scripted")
@@ -178,7 +150,8 @@ async def async_phase(recaller: Recaller, turns: int) -> dict[str, Any]:
 def run_soak(turns: int = 10_000, sync_count: int = 1_000, trace: bool = True) -> dict[str, Any]:
     if trace:
         tracemalloc.start()
-    with ServerProcess(LATENCIES_MS, ["memories/user/profile.md"]) as server, \
+    # the server runs in a child process: its sockets, threads and memory are not ours
+    with ScriptedServerProcess(selections=["memories/user/profile.md"], latency_ms=LATENCIES_MS) as server, \
             MemoryStore.open(("memories", MEMORIES), watch=False) as store:
         selector = ModelSelector(server.base_url, "scripted")
         recaller = Recaller(store, selector, initial_wait_ms=SOAK_INITIAL_WAIT_MS)

@@ -15,7 +15,10 @@ i mod len(profile), one scripted server per latency, so the assignment does not 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +30,6 @@ from recall_kit._heuristic import FastHeuristic
 from recall_kit._selector import ModelSelector
 from recall_kit._session import Delivery, Recaller
 from recall_kit._telemetry import RecallEvent, Telemetry
-from recall_kit.testing.scripted_server import ScriptedChatServer
 
 DEFAULT_LATENCIES_MS = (40.0, 250.0, 600.0, 1500.0, 3000.0)
 DEFAULT_TOOL_MS = (300.0, 800.0)
@@ -35,6 +37,49 @@ BLOCKING_DEADLINE_S = 2.5  # the old design's outer deadline (seed: resolveAutoM
 # The initial wait is what we measure, so tool-free turns run few at a time: loop lag from many
 # concurrent turns would be charged to the wait. Tool-using and blocking turns only sleep.
 TOOL_FREE_CONCURRENCY = 1
+
+
+_SERVE = """
+import json, sys
+from recall_kit.testing.scripted_server import ScriptedChatServer
+server = ScriptedChatServer(**json.loads(sys.argv[1])).start()
+print(server.base_url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+class ScriptedServerProcess:
+    """The scripted chat server in a child process: its threads would otherwise share our GIL
+    and add their slices (sys.getswitchinterval(), 5 ms) to the waits being measured."""
+
+    def __init__(self, **options: Any):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, json.dumps(options)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.process.stdout is not None
+        self.base_url = self.process.stdout.readline().strip()
+        if not self.base_url:
+            self.stop()
+            raise RuntimeError("the scripted chat server did not start")
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()
+
+    def __enter__(self) -> ScriptedServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +177,7 @@ def _by_latency(
 
 async def _run(
     dataset: EvalDataset,
-    servers: Sequence[ScriptedChatServer],
+    servers: Sequence[ScriptedServerProcess],
     latencies: Sequence[float],
     tool_ms: tuple[float, float],
     concurrency: int,
@@ -248,9 +293,11 @@ def run_lifecycle_bench(
     dataset = load_dataset(dataset_dir)
     if limit is not None:
         dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
-    oracle = Path(dataset_dir) / "queries.jsonl"
-    servers = [ScriptedChatServer(oracle=oracle, latency_ms=ms).start() for ms in latencies_ms]
+    oracle = Path(dataset_dir).resolve() / "queries.jsonl"
+    servers: list[ScriptedServerProcess] = []
     try:
+        for ms in latencies_ms:
+            servers.append(ScriptedServerProcess(oracle=str(oracle), latency_ms=float(ms)))
         result = asyncio.run(
             _run(dataset, servers, list(latencies_ms), tool_ms, concurrency, seed, progress)
         )
