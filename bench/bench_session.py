@@ -23,7 +23,7 @@ import pytest
 from memory_store import MemoryStore
 from recall_kit import ModelSelector, Recaller, RecallEvent, Telemetry
 from recall_kit._evaluation import percentiles
-from recall_kit.testing.scripted_server import ScriptedChatServer
+from recall_kit.testing import ScriptedChatServer
 
 MEMORIES = Path(__file__).resolve().parents[1] / "examples" / "memories"
 QUERY = "how do I run the ledgerline tests"  # the heuristic answers it from the example store

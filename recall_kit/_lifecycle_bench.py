@@ -41,7 +41,7 @@ TOOL_FREE_CONCURRENCY = 1
 
 _SERVE = """
 import json, sys
-from recall_kit.testing.scripted_server import ScriptedChatServer
+from recall_kit.testing import ScriptedChatServer
 server = ScriptedChatServer(**json.loads(sys.argv[1])).start()
 print(server.base_url, flush=True)
 sys.stdin.read()

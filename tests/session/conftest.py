@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make session_support importable
 
 from memory_store import MemoryStore  # noqa: E402
-from recall_kit.testing.scripted_server import ScriptedChatServer  # noqa: E402
+from recall_kit.testing import ScriptedChatServer  # noqa: E402
 from session_support import MEMORIES, SCOPE, EventLog, write_memory  # noqa: E402
 
 

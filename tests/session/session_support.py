@@ -11,7 +11,7 @@ from memory_store import MemoryStore
 from recall_kit._selector import ModelSelector
 from recall_kit._session import Recaller
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
-from recall_kit.testing.scripted_server import ScriptedChatServer
+from recall_kit.testing import ScriptedChatServer
 
 # path -> (name, description, body)
 MEMORIES: dict[str, tuple[str, str, str]] = {
@@ -110,7 +110,7 @@ def run(coro: Any) -> Any:
 async def warm_up(recaller: Recaller, server: ScriptedChatServer) -> None:
     """One real selector request on this loop, so the HTTP client and connection already exist
     (as in a running agent) and their one-off set-up cost is not charged to a measured wait."""
-    from recall_kit.testing._replies import Reply
+    from recall_kit.testing import Reply
 
     assert recaller.selector is not None
     server.script(Reply.empty())

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from agent_chat_server import AgentChatTestServer
-from recall_kit.testing._replies import Reply
+from recall_kit.testing import Reply
 from session_support import DB, DEPLOY, FAST_DB_QUERY, make_recaller
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"

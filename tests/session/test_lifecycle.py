@@ -8,10 +8,10 @@ import time
 import pytest
 
 from session_support import (
-    DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, TEA, EventLog, make_recaller, run, warm_up,
+    DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, TEA, make_recaller, run, warm_up,
 )
 from recall_kit._errors import RecallKitError
-from recall_kit.testing._replies import Reply
+from recall_kit.testing import Reply
 
 HANG = Reply.hang()
 

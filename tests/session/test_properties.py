@@ -4,7 +4,6 @@ timings (scripted server latencies, including never answering) keep the lifecycl
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +12,8 @@ from hypothesis import strategies as st
 
 from memory_store import MemoryStore
 from recall_kit._session import Delivery
-from recall_kit.testing._replies import Reply
-from recall_kit.testing.scripted_server import ScriptedChatServer
+from recall_kit.testing import Reply
+from recall_kit.testing import ScriptedChatServer
 from session_support import MEMORIES, SCOPE, EventLog, make_recaller, run, write_memory
 
 REFS = [f"{SCOPE}/{p}" for p in MEMORIES]
