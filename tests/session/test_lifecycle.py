@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -467,3 +468,29 @@ def test_consume_without_a_handle_returns_none_and_bad_arguments_raise(store, lo
 
     run(scenario())
     assert log.events == []
+
+
+def test_a_memory_written_while_the_session_lives_is_recalled_next_turn(memory_root, log):
+    from memory_store import MemoryStore
+    from session_support import write_memory
+
+    with MemoryStore.open(memory_root, debounce_ms=20) as store:
+        recaller = make_recaller(store, log)
+        indexed = threading.Event()
+        # subscribers run in order: this one runs after the heuristic has applied the snapshot
+        unsubscribe = store.subscribe(lambda snapshot: indexed.set())
+
+        async def scenario() -> None:
+            session = recaller.session()
+            session.begin("flamingo feeding schedule")
+            assert await session.consume("initial") is None
+            write_memory(memory_root, "zoo/flamingo.md", "Flamingo feeding", "The flamingo feeding schedule at the zoo", "")
+            assert await asyncio.to_thread(indexed.wait, 5.0)
+            session.begin("flamingo feeding schedule")
+            delivery = await session.consume("initial")
+            assert delivery is not None and delivery.refs == ("mem/zoo/flamingo.md",)
+            await session.close()
+
+        run(scenario())
+        unsubscribe()
+        recaller.close()
