@@ -1,0 +1,35 @@
+"""Shared by the commands: one-line errors and small number formatting."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import click
+
+
+class InputError(click.ClickException):
+    """Bad input or configuration: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"recall-kit: {self.format_message()}", err=True)
+
+
+def fmt_rate(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.3f}"
+
+
+def fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def parse_number_list(text: str, option: str) -> list[float]:
+    """`40,250,600` -> [40.0, 250.0, 600.0]; InputError unless every item is a number >= 0."""
+    try:
+        values = [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise InputError(f"{option} takes comma-separated numbers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise InputError(f"{option} needs at least one number, none negative; got {text!r}")
+    return values
