@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recall_kit._evaluation import EvalDataset, EvalQuery, QueryOutcome, load_dataset, metrics, percentiles
+from recall_kit._evaluation import (
+    EvalDataset, EvalQuery, QueryOutcome, load_dataset, metrics, metrics_by_kind, percentiles,
+)
 from recall_kit._heuristic import FastHeuristic
 from recall_kit._selector import ModelSelector
 from recall_kit._session import Delivery, Recaller
@@ -244,6 +246,7 @@ async def _run(
         "tool_free": {
             **_summary([initial_outcome(r) for r in tool_free]),
             "initial_phase": phases,
+            "by_kind": {k: m.as_dict() for k, m in metrics_by_kind(initial_outcome(r) for r in tool_free).items()},
             "by_latency": _by_latency(tool_free, lambda r: r.latency_ms, initial_outcome),
         },
         "tool_using": {

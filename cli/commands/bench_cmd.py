@@ -1,31 +1,36 @@
-"""`recall-kit bench delivery|latency`: the delivery-rate and latency benchmarks."""
+"""`recall-kit bench delivery`: delivery rates through the real session lifecycle."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
+from recall_kit import ConfigError, ModelSelector, load_selector_config
+from recall_kit._config import SelectorConfig
 from recall_kit._evaluation import (
     EvalDataset,
     PlainBaseline,
-    QueryOutcome,
-    fast_deliver,
+    RecallProbe,
     load_dataset,
-    measure_latency,
-    metrics,
-    metrics_by_fold,
-    metrics_by_kind,
-    percentiles,
     run,
+    run_turns,
+    turn_outcomes,
 )
-from recall_kit._heuristic import FastHeuristic
+from recall_kit._lifecycle_bench import run_lifecycle_bench
+from recall_kit_cli._format import InputError, parse_number_list
+from recall_kit_cli.commands.bench_report import (
+    delivery_table,
+    lifecycle_report,
+    lifecycle_table,
+    outcome_report,
+    refined_report,
+)
 from recall_kit_cli.main import cli
-
-FOLDS = 5
-METRIC_KEYS = ("strict_delivery", "loose_delivery", "negative_silence", "precision")
 
 
 @cli.group("bench")
@@ -34,124 +39,98 @@ def bench() -> None:
 
 
 @bench.command("delivery")
-@click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--fast-only", is_flag=True, help="Only the fast heuristic (no model stage).")
+@click.argument("dataset_dir")
+@click.option("--fast-only", is_flag=True, help="No model stage (the default without --base-url/--model).")
+@click.option("--base-url", help="OpenAI-compatible endpoint: adds the refined phase.")
+@click.option("--model", help="Model name at that endpoint.")
+@click.option("--model-timeout", type=float, help="Seconds before the model stage gives up (default 30).")
+@click.option(
+    "--model-latency-ms",
+    "latency_profile",
+    help="Lifecycle bench: a scripted oracle model answering after these latencies, e.g. 40,250,600,1500,3000.",
+)
+@click.option("--limit", type=int, help="Only the first N queries.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def delivery(dataset_dir: str, fast_only: bool, as_json: bool) -> None:
+def delivery(
+    dataset_dir: str,
+    fast_only: bool,
+    base_url: str | None,
+    model: str | None,
+    model_timeout: float | None,
+    latency_profile: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
     """Delivery metrics (DESIGN.md section 6) overall and per kind, beside a plain BM25 baseline."""
-    try:
-        dataset = load_dataset(dataset_dir)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
-        raise click.UsageError(str(exc)) from None
-    # The model stage arrives with the session; until then the fast path is the recall path.
-    ours = _run_with_progress(dataset, fast_deliver(FastHeuristic(dataset.snapshot)), "recall")
-    baseline = _run_with_progress(dataset, PlainBaseline(dataset.snapshot).deliver, "baseline")
-    report = _report(dataset, ours)
-    report["baseline"] = _report(dataset, baseline)
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit needs a positive number, got {limit}")
+    dataset = _load(dataset_dir, limit)
+    if latency_profile is not None:
+        if fast_only or base_url or model:
+            raise InputError("--model-latency-ms runs its own scripted model; drop --fast-only/--base-url/--model")
+        latencies = parse_number_list(latency_profile, "--model-latency-ms")
+        with _progress(3 * len(dataset.queries), "lifecycle") as tick:
+            lifecycle = run_lifecycle_bench(
+                dataset_dir, latencies_ms=latencies, limit=limit, progress=lambda done, total: tick()
+            )
+        report = lifecycle_report(dataset, lifecycle)
+    else:
+        config = None if fast_only or not (base_url or model) else _endpoint(base_url, model, model_timeout)
+        report = _session_report(dataset, config)
+    with _progress(len(dataset.queries), "baseline") as tick:
+        baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
+    report["baseline"] = outcome_report(dataset, baseline)
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False))
+    elif "lifecycle" in report:
+        click.echo(lifecycle_table(report))
     else:
-        click.echo(_delivery_table(report))
+        click.echo(delivery_table(report))
 
 
-def _run_with_progress(dataset: EvalDataset, deliver: Any, label: str) -> list[QueryOutcome]:
-    if not sys.stderr.isatty():
-        return run(dataset, deliver)
-    with click.progressbar(length=len(dataset.queries), label=label, file=sys.stderr) as bar:
-        return run(dataset, deliver, on_query=lambda _: bar.update(1))
+def _load(dataset_dir: str, limit: int | None) -> EvalDataset:
+    try:
+        dataset = load_dataset(dataset_dir)
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InputError(f"{dataset_dir}: {detail}" if dataset_dir not in detail else detail) from None
+    if limit is not None:
+        dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
+    return dataset
 
 
-def _report(dataset: EvalDataset, outcomes: list[QueryOutcome]) -> dict[str, Any]:
-    report: dict[str, Any] = {"dataset": str(dataset.root), "docs": len(dataset.snapshot.docs)}
-    report.update(metrics(outcomes).as_dict())
-    report["by_kind"] = {kind: m.as_dict() for kind, m in metrics_by_kind(outcomes).items()}
-    folds = metrics_by_fold(outcomes, FOLDS)
-    report["folds"] = {
-        key: _spread([getattr(m, key) for m in folds]) for key in METRIC_KEYS
-    }
-    fast = percentiles([o.fast_ms for o in outcomes])
-    report["fast_ms"] = {"p50": fast["p50"], "p99": fast["p99"]}
-    report["initial_wait_ms"] = percentiles([o.wait_ms for o in outcomes])
-    report["load_errors"] = [f"{e.ref}: {e.reason}" for e in dataset.snapshot.errors]
+def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
+    try:
+        config = load_selector_config(base_url=base_url, model=model, timeout=timeout)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    if not config.configured:
+        raise InputError(f"the refined phase needs --base-url and --model (missing {' and '.join(config.missing())})")
+    return config
+
+
+def _session_report(dataset: EvalDataset, config: SelectorConfig | None) -> dict[str, Any]:
+    """Every query through a real session; tool-using turns when a model refines."""
+
+    def probe() -> RecallProbe:
+        return RecallProbe(dataset.snapshot, ModelSelector.from_config(config) if config else None)
+
+    with _progress(len(dataset.queries), "recall") as tick:
+        turns = run_turns(
+            [q.query for q in dataset.queries], probe, tool_turn=config is not None, on_turn=lambda _: tick()
+        )
+    report = outcome_report(dataset, turn_outcomes(dataset.queries, turns, "initial"))
+    if config is not None:
+        report["refined"] = refined_report(dataset, turns)
+        report["refined"]["endpoint"] = f"model {config.model} at {config.base_url}, timeout {config.timeout:g} s"
     return report
 
 
-def _spread(values: list[float | None]) -> dict[str, float | None]:
-    present = [v for v in values if v is not None]
-    if not present:
-        return {"min": None, "max": None}
-    return {"min": min(present), "max": max(present)}
-
-
-def _fmt(value: float | None) -> str:
-    return "  -  " if value is None else f"{value:5.3f}"
-
-
-def _delivery_table(report: dict[str, Any]) -> str:
-    base = report["baseline"]
-    lines = [
-        f"{report['dataset']}: {report['docs']} docs, {report['queries']} queries "
-        f"({report['answerable']} answerable, {report['negatives']} negatives)",
-        "",
-        f"{'kind':<14}{'n':>5}  {'strict':>13}  {'loose':>13}  {'silence':>13}  {'precision':>13}",
-        f"{'':<14}{'':>5}  {'ours / base':>13}  {'ours / base':>13}  {'ours / base':>13}  {'ours / base':>13}",
-    ]
-    rows = [("all", report, base)] + [
-        (kind, m, base["by_kind"][kind]) for kind, m in report["by_kind"].items()
-    ]
-    for kind, ours, theirs in rows:
-        cells = "  ".join(f"{_fmt(ours[k])} / {_fmt(theirs[k])}" for k in METRIC_KEYS)
-        lines.append(f"{kind:<14}{ours['queries']:>5}  {cells}")
-    lines.append("")
-    lines.append(
-        f"fold spread ({FOLDS} folds by hash of id): "
-        + ", ".join(
-            f"{k} {_fmt(v['min'])}..{_fmt(v['max'])}" for k, v in report["folds"].items()
-        )
-    )
-    lines.append(
-        f"fast stage ms p50 {report['fast_ms']['p50']:.3f} p99 {report['fast_ms']['p99']:.3f}; "
-        f"initial wait ms p50 {report['initial_wait_ms']['p50']:.3f} "
-        f"p99 {report['initial_wait_ms']['p99']:.3f} max {report['initial_wait_ms']['max']:.3f}; "
-        f"baseline ms p50 {base['fast_ms']['p50']:.3f} p99 {base['fast_ms']['p99']:.3f}"
-    )
-    for error in report["load_errors"]:
-        lines.append(f"skipped {error}")
-    return "\n".join(lines)
-
-
-@bench.command("latency")
-@click.option("--docs", default="100,1000,10000,50000", show_default=True, help="Store sizes.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def latency(docs: str, as_json: bool) -> None:
-    """Fast-stage cost on generated stores, beside rank-bm25 scoring, plus one-file update cost."""
-    try:
-        sizes = [int(size) for size in docs.split(",") if size.strip()]
-    except ValueError:
-        raise click.UsageError(f"--docs takes comma-separated integers, got {docs!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise click.UsageError("--docs needs sizes of at least 1")
-    rows = []
-    for size in sizes:
-        if sys.stderr.isatty():
-            click.echo(f"generating and measuring {size} docs ...", err=True)
-        rows.append(measure_latency(size).as_dict())
-    if as_json:
-        click.echo(json.dumps({"sizes": rows}))
+@contextlib.contextmanager
+def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr when it is a terminal; otherwise a silent tick."""
+    if not sys.stderr.isatty():
+        yield lambda: None
         return
-    click.echo(
-        f"{'docs':>7}  {'fast p50':>9}  {'fast p99':>9}  {'cpu p99':>8}  {'rank-bm25 p50':>13}  {'rank-bm25 p99':>13}"
-        f"  {'update p50':>10}  {'update p99':>10}  {'after-update p99':>16}  {'build s':>8}"
-    )
-    for row in rows:
-        click.echo(
-            f"{row['docs']:>7}  {row['fast_ms']['p50']:>9.3f}  {row['fast_ms']['p99']:>9.3f}"
-            f"  {row['fast_cpu_ms']['p99']:>8.3f}"
-            f"  {row['rank_bm25_ms']['p50']:>13.3f}  {row['rank_bm25_ms']['p99']:>13.3f}"
-            f"  {row['update_ms']['p50']:>10.3f}  {row['update_ms']['p99']:>10.3f}"
-            f"  {row['query_after_update_ms']['p99']:>16.3f}  {row['build_s']:>8.2f}"
-        )
-    click.echo(
-        "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = BM25Okapi.get_scores + top 2, "
-        "update = index update after one changed file, after-update = the next query on its words)"
-    )
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        yield lambda: bar.update(1)

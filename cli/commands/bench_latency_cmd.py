@@ -1,0 +1,49 @@
+"""`recall-kit bench latency`: fast-stage cost on generated stores, beside rank-bm25."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from recall_kit._evaluation import measure_latency
+from recall_kit_cli._format import InputError
+from recall_kit_cli.commands.bench_cmd import bench
+
+
+@bench.command("latency")
+@click.option("--docs", default="100,1000,10000,50000", show_default=True, help="Store sizes.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def latency(docs: str, as_json: bool) -> None:
+    """Fast-stage cost on generated stores, beside rank-bm25 scoring, plus one-file update cost."""
+    try:
+        sizes = [int(size) for size in docs.split(",") if size.strip()]
+    except ValueError:
+        raise InputError(f"--docs takes comma-separated integers, got {docs!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError("--docs needs sizes of at least 1")
+    rows = []
+    for size in sizes:
+        if sys.stderr.isatty():
+            click.echo(f"generating and measuring {size} docs ...", err=True)
+        rows.append(measure_latency(size).as_dict())
+    if as_json:
+        click.echo(json.dumps({"sizes": rows}))
+        return
+    click.echo(
+        f"{'docs':>7}  {'fast p50':>9}  {'fast p99':>9}  {'cpu p99':>8}  {'rank-bm25 p50':>13}  {'rank-bm25 p99':>13}"
+        f"  {'update p50':>10}  {'update p99':>10}  {'after-update p99':>16}  {'build s':>8}"
+    )
+    for row in rows:
+        click.echo(
+            f"{row['docs']:>7}  {row['fast_ms']['p50']:>9.3f}  {row['fast_ms']['p99']:>9.3f}"
+            f"  {row['fast_cpu_ms']['p99']:>8.3f}"
+            f"  {row['rank_bm25_ms']['p50']:>13.3f}  {row['rank_bm25_ms']['p99']:>13.3f}"
+            f"  {row['update_ms']['p50']:>10.3f}  {row['update_ms']['p99']:>10.3f}"
+            f"  {row['query_after_update_ms']['p99']:>16.3f}  {row['build_s']:>8.2f}"
+        )
+    click.echo(
+        "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = BM25Okapi.get_scores + top 2, "
+        "update = index update after one changed file, after-update = the next query on its words)"
+    )
