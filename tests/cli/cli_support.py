@@ -1,0 +1,81 @@
+"""Helpers for the CLI tests: the installed `recall-kit` as a subprocess, a clean environment,
+one-line error checks, and a small eval dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "memories"
+RECALL_KIT = Path(sys.executable).with_name("recall-kit")
+ISSUE_3_KEYS = {
+    "queries", "answerable", "negatives", "strict_delivery", "loose_delivery", "negative_silence", "precision",
+}
+
+MEMORIES = {
+    "db/postgres.md": ("Postgres setup", "atlas stores trips in PostgreSQL behind pgbouncer",
+                       "Run alembic upgrade head for migrations."),
+    "db/redis.md": ("Redis cache", "atlas caches sessions in Redis with a one hour TTL", "Flush with care."),
+    "deploy.md": ("Deploying atlas", "atlas deploys to kubernetes with helm from the main branch",
+                  "helm upgrade atlas ./chart"),
+    "editor.md": ("Editor", "Neovim with lazy.nvim and tabs of width 4", "No format on save."),
+    "tea.md": ("Afternoon routine", "green tea at four, never coffee after noon", "Sencha, 80 degrees."),
+}
+QUERIES = [
+    ("q1", "atlas pgbouncer postgres settings", ["db/postgres.md"], "lexical"),
+    ("q2", "helm deploy of atlas to kubernetes", ["deploy.md"], "lexical"),
+    ("q3", "what should I drink later today", ["tea.md"], "semantic"),
+    ("q4", "which neovim plugin manager do I use", ["editor.md"], "lexical"),
+    ("q5", "sourdough starter feeding schedule", [], "negative"),
+]
+
+
+def write_memory(root: Path, path: str, name: str, description: str, body: str) -> None:
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"---\nname: {name}\ndescription: {description}\ntype: project\n---\n{body}\n", encoding="utf-8")
+
+
+def make_dataset(root: Path) -> Path:
+    for path, (name, description, body) in MEMORIES.items():
+        write_memory(root / "memories", path, name, description, body)
+    lines = [json.dumps({"id": i, "query": q, "relevant": rel, "kind": k}) for i, q, rel, k in QUERIES]
+    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def run_recall_kit(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `recall-kit ARGS` (the installed console script) with a clean environment by default."""
+    return subprocess.run(
+        [str(RECALL_KIT), *args], capture_output=True, text=True, timeout=120,
+        env=env if env is not None else clean_environ(), cwd=cwd,
+    )
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    """The current environment without any endpoint configuration, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RECALL_KIT_", "OPENAI_"))}
+    env.update(extra)
+    return env
+
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def json_out(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0]

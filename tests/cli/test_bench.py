@@ -1,0 +1,99 @@
+"""`recall-kit bench delivery`: issue 3's keys in every mode, the refined phase against a real
+(scripted, loopback) endpoint, the lifecycle bench under a latency profile, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_support import ISSUE_3_KEYS, RunCli, assert_one_line_error, clean_environ, json_out
+
+from recall_kit.testing import Reply, ScriptedChatServer
+
+
+def assert_issue_3_report(report: dict) -> None:
+    assert ISSUE_3_KEYS <= report.keys()
+    assert report["queries"] == 5 and report["answerable"] == 4 and report["negatives"] == 1
+    assert set(report["by_kind"]) == {"lexical", "semantic", "negative"}
+    for per_kind in report["by_kind"].values():
+        assert ISSUE_3_KEYS <= per_kind.keys()
+    assert set(report["fast_ms"]) == {"p50", "p99"}
+    assert set(report["initial_wait_ms"]) == {"p50", "p99", "max"}
+    assert ISSUE_3_KEYS <= report["baseline"].keys()
+
+
+def test_bench_fast_only_json_has_issue_3_keys_folds_and_the_baseline(run_cli: RunCli, dataset: Path) -> None:
+    report = json_out(run_cli("bench", "delivery", str(dataset), "--fast-only", "--json"))
+    assert_issue_3_report(report)
+    assert report["strict_delivery"] >= 0.5 and report["negative_silence"] == 1.0
+    assert report["initial_wait_ms"]["max"] < 100  # the heuristic answered; nothing waited for a model
+    assert set(report["folds"]) == {"strict_delivery", "loose_delivery", "negative_silence", "precision"}
+    assert "refined" not in report and "lifecycle" not in report
+
+
+def test_bench_without_a_model_runs_fast_only_and_prints_the_side_by_side_table(
+    run_cli: RunCli, dataset: Path
+) -> None:
+    result = run_cli("bench", "delivery", str(dataset))
+    assert result.returncode == 0, result.stderr
+    assert "ours / base" in result.stdout and "fold spread" in result.stdout
+    assert "refined phase" not in result.stdout
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_bench_with_an_oracle_endpoint_reports_the_refined_phase(run_cli: RunCli, dataset: Path) -> None:
+    with ScriptedChatServer(oracle=dataset / "queries.jsonl", latency_ms=150) as server:
+        args = ("bench", "delivery", str(dataset), "--base-url", server.base_url, "--model", "scripted")
+        report = json_out(run_cli(*args, "--json"))
+        text = run_cli(*args)
+    assert_issue_3_report(report)
+    refined = report["refined"]
+    assert refined["strict_delivery"] == 1.0 and refined["precision"] == 1.0  # the oracle's choice
+    assert refined["negative_silence"] == 1.0 and refined["turn"]["strict_delivery"] == 1.0
+    assert refined["model_ms"]["p50"] >= 150 and refined["unsettled"] == 0
+    assert refined["fallback"] == {} and refined["queries_with_rejected_refs"] == 0
+    assert refined["strategy"] == {"model": 5}
+    assert text.returncode == 0 and "refined phase at the first tool-result turn" in text.stdout
+
+
+def test_bench_counts_rejected_refs_and_fallbacks_by_reason(run_cli: RunCli, dataset: Path) -> None:
+    with ScriptedChatServer(default=Reply.hallucinated(valid=1)) as server:
+        report = json_out(run_cli(
+            "bench", "delivery", str(dataset), "--base-url", server.base_url, "--json",
+            env=clean_environ(RECALL_KIT_MODEL="scripted"),  # the model name may come from the environment
+        ))
+    refined = report["refined"]
+    assert refined["queries_with_rejected_refs"] == 5
+    assert refined["rejected_refs"] == {"not in the manifest": 10}
+    with ScriptedChatServer(default=Reply.error(500, "internal error")) as server:
+        failing = json_out(run_cli(
+            "bench", "delivery", str(dataset), "--base-url", server.base_url, "--model", "scripted", "--json"))
+    assert sum(failing["refined"]["fallback"].values()) == 5
+    assert all("HTTP 500" in reason for reason in failing["refined"]["fallback"])
+
+
+def test_bench_with_a_latency_profile_runs_the_lifecycle_bench(run_cli: RunCli, dataset: Path) -> None:
+    args = ("bench", "delivery", str(dataset), "--model-latency-ms", "20,300", "--limit", "4")
+    report = json_out(run_cli(*args, "--json"))
+    assert ISSUE_3_KEYS <= report.keys() and report["queries"] == 4
+    assert set(report["fast_ms"]) == {"p50", "p99"} and set(report["initial_wait_ms"]) == {"p50", "p99", "max"}
+    life = report["lifecycle"]
+    assert life["duplicates"] == 0 and life["latencies_ms"] == [20, 300]
+    assert life["initial_wait_ms"]["max"] < 100 + 30
+    assert life["blocking"]["added_latency_ms"]["max"] >= 290  # the old design waits for the model
+    text = run_cli(*args)
+    assert text.returncode == 0, text.stderr
+    for phrase in ("tool-free turn", "first tool-result turn", "duplicate deliveries: 0", "old blocking design"):
+        assert phrase in text.stdout
+
+
+def test_bench_bad_input_exits_2_with_one_line(run_cli: RunCli, dataset: Path, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("bench", "delivery", str(tmp_path / "absent")), "not a dataset")
+    assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--model-latency-ms", "40,x"), "--model-latency-ms")
+    assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--limit", "0"), "--limit")
+    assert_one_line_error(
+        run_cli("bench", "delivery", str(dataset), "--model-latency-ms", "40", "--base-url", "http://127.0.0.1:9/v1"),
+        "--model-latency-ms",
+    )
+    assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--base-url", "http://127.0.0.1:9/v1"), "model")
+    (dataset / "queries.jsonl").write_text('{"id": "a", "query": "x"}\n')
+    assert_one_line_error(run_cli("bench", "delivery", str(dataset)), "relevant")

@@ -1,0 +1,96 @@
+"""`recall-kit query`: the fast delivery at once, the model's refinement after, nothing secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_support import EXAMPLES, RunCli, assert_one_line_error, clean_environ, json_out
+
+from recall_kit.testing import Reply, ScriptedChatServer
+
+DEPLOY = "how do we deploy ledgerline to production"
+DEPLOY_DOC = "memories/projects/ledgerline/deploy.md"
+API_KEY = "sk-test-9f2c41d7e0b35a68"
+
+
+def test_query_text_shows_fast_delivery_with_scores_and_the_rendered_block(run_cli: RunCli) -> None:
+    result = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "refinement off: --fast-only"
+    assert lines[1].startswith("fast stage: ") and "strategy heuristic" in lines[1]
+    assert "initial point" in lines[2] and "phase fast" in lines[2] and "placement prepend" in lines[2]
+    score, ref = lines[3].split()[:2]
+    assert float(score) > 0 and ref == DEPLOY_DOC
+    assert "<recalled-memories>" in result.stdout and f"Reference: {DEPLOY_DOC}" in result.stdout
+
+
+def test_query_without_model_config_says_refinement_is_off_in_one_line(run_cli: RunCli) -> None:
+    result = run_cli("query", DEPLOY, "--root", str(EXAMPLES))
+    assert result.returncode == 0, result.stderr
+    off = [line for line in result.stdout.splitlines() if line.startswith("refinement off")]
+    assert len(off) == 1 and "missing base URL and model" in off[0]
+    assert DEPLOY_DOC in result.stdout and "refined" not in result.stdout
+
+
+def test_query_json_fast_only_has_scores_rendered_text_and_no_refined_part(run_cli: RunCli) -> None:
+    data = json_out(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "--json"))
+    assert [d["ref"] for d in data["docs"]] == [DEPLOY_DOC] and data["docs"][0]["score"] > 0
+    assert data["strategy"] == "heuristic" and data["fast_ms"] >= 0 and data["store_size"] > 20
+    assert data["initial"]["phase"] == "fast" and data["initial"]["wait_ms"] < 100
+    assert data["rendered"].startswith("<recalled-memories>") and DEPLOY_DOC in data["rendered"]
+    assert data["fast"]["ranked"][0]["ref"] == DEPLOY_DOC
+    assert data["refinement"] == {"enabled": False, "reason": "--fast-only"}
+    assert data["refined"] is None
+
+
+def test_query_with_a_model_prints_the_refinement_and_rejected_refs_but_never_the_key(run_cli: RunCli) -> None:
+    with ScriptedChatServer(default=Reply.traversal(valid=2), latency_ms=200) as server:
+        env = clean_environ(RECALL_KIT_API_KEY=API_KEY)
+        args = ("query", DEPLOY, "--root", str(EXAMPLES), "--base-url", server.base_url, "--model", "scripted")
+        text = run_cli(*args, env=env)
+        data = json_out(run_cli(*args, "--json", env=env))
+        headers = [r.headers.get("authorization") for r in server.requests]
+    assert headers == [f"Bearer {API_KEY}"] * 2  # the key was used, and is in no output below
+    assert API_KEY not in text.stdout + text.stderr and API_KEY not in data.__repr__()
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.index("phase fast") < text.stdout.index("refined after")
+    assert "strategy model, response mode json_schema" in text.stdout
+    assert "rejected: ../../etc/passwd (path escapes the memory roots)" in text.stdout
+    refined = data["refined"]
+    assert refined["settled"] and refined["strategy"] == "model" and refined["model_ms"] >= 200
+    assert len(refined["accepted"]) == 2 and [d["ref"] for d in refined["docs"]] == refined["accepted"]
+    assert {r["reason"] for r in refined["rejected"]} == {"path escapes the memory roots"}
+    new = set(refined["accepted"]) - {d["ref"] for d in data["docs"]}
+    if new:  # what the fast phase did not deliver arrives at the first tool-result point
+        assert set(refined["tool_result"]["docs"]) == new and refined["tool_result"]["placement"] == "append"
+    assert data["refinement"]["enabled"] and "api_key" not in data["refinement"]
+
+
+def test_query_with_no_fast_match_gets_the_model_choice_at_the_tool_result_point(run_cli: RunCli) -> None:
+    chosen = "memories/user/profile.md"
+    with ScriptedChatServer(selections=[chosen], latency_ms=300) as server:
+        data = json_out(run_cli(
+            "query", "sourdough starter feeding", "--root", str(EXAMPLES), "--json",
+            env=clean_environ(RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted"),
+        ))
+    assert data["docs"] == [] and data["initial"] is None and data["rendered"] == ""
+    assert data["refined"]["accepted"] == [chosen]
+    assert data["refined"]["tool_result"]["docs"] == [chosen]
+    assert data["refined"]["tool_result"]["latency_ms"] >= 300
+
+
+def test_query_with_a_missing_root_exits_2_with_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("query", "x", "--root", str(tmp_path / "absent")), "absent")
+
+
+def test_query_with_a_broken_config_file_exits_2_with_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    workdir = tmp_path / "broken"
+    workdir.mkdir()
+    (workdir / "recall-kit.toml").write_text("[selector\nmodel = 'x'\n")
+    assert_one_line_error(run_cli("query", "x", "--root", str(EXAMPLES), cwd=workdir), "not valid TOML")
+    assert_one_line_error(
+        run_cli("query", "x", "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                "--model-timeout", "-1"),
+        "timeout must be positive",
+    )
