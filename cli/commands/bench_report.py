@@ -162,8 +162,8 @@ def lifecycle_table(report: dict[str, Any]) -> str:
         "",
         "tool-using turn:",
         f"  refined delivery at the first tool-result turn: {using['refined_at_first_tool_result']:.3f} of answerable"
-        f" got a refined delivery there; its strict {fmt_rate(using['first_tool_result']['strict_delivery'])}"
-        f" precision {fmt_rate(using['first_tool_result']['precision'])}",
+        f" queries got new documents there (strict {fmt_rate(using['first_tool_result']['strict_delivery'])},"
+        f" precision {fmt_rate(using['first_tool_result']['precision'])})",
         f"  by the first tool result (initial + tool): strict {fmt_rate(using['turn']['strict_delivery'])}"
         f" loose {fmt_rate(using['turn']['loose_delivery'])} silence {fmt_rate(using['turn']['negative_silence'])}"
         f" precision {fmt_rate(using['turn']['precision'])}",
@@ -176,14 +176,16 @@ def lifecycle_table(report: dict[str, Any]) -> str:
         f" loose {fmt_rate(blocking['loose_delivery'])} silence {fmt_rate(blocking['negative_silence'])}"
         f" precision {fmt_rate(blocking['precision'])}",
         "",
-        f"{'model ms':>9}  {'n':>4}  {'no-tool strict':>14}  {'tool-turn strict':>16}  {'blocking strict':>15}",
+        "strict delivery per model latency: no-tool turn (initial point), tool-using turn (by the first",
+        "tool result), old blocking design:",
+        f"{'model ms':>9}  {'n':>4}  {'no-tool':>8}  {'tool-using':>10}  {'blocking':>8}",
     ]
     for latency, m in free["by_latency"].items():
         turn = using["by_latency"].get(latency, {})
         block = blocking["by_latency"].get(latency, {})
         lines.append(
-            f"{latency:>9}  {m['queries']:>4}  {fmt_rate(m['strict_delivery']):>14}"
-            f"  {fmt_rate(turn.get('strict_delivery')):>16}  {fmt_rate(block.get('strict_delivery')):>15}"
+            f"{latency:>9}  {m['queries']:>4}  {fmt_rate(m['strict_delivery']):>8}"
+            f"  {fmt_rate(turn.get('strict_delivery')):>10}  {fmt_rate(block.get('strict_delivery')):>8}"
         )
     lines += [f"skipped {error}" for error in report["load_errors"]]
     return "\n".join(lines)
