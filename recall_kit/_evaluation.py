@@ -15,11 +15,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rank_bm25 import BM25Okapi
 
 from memory_store import MemoryDoc, MemoryStore, Snapshot
+
+if TYPE_CHECKING:  # the session modules import this one's siblings; only annotations need them
+    from recall_kit._heuristic import FastHeuristic, FastResult
+    from recall_kit._selector import ModelSelector, Selection
+    from recall_kit._session import Delivery
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 BASELINE_TOP = 2
@@ -404,11 +409,11 @@ class RecordingHeuristic:
     """Delegates to a FastHeuristic and keeps its last FastResult (scores included), so a
     caller can show what the session's own fast stage decided without a second recall."""
 
-    def __init__(self, heuristic: Any) -> None:
+    def __init__(self, heuristic: FastHeuristic) -> None:
         self.heuristic = heuristic
-        self.last: Any = None  # FastResult
+        self.last: FastResult | None = None
 
-    def recall(self, query: str, *, exclude: Any = ()) -> Any:
+    def recall(self, query: str, *, exclude: Iterable[str] = ()) -> FastResult:
         self.last = self.heuristic.recall(query, exclude=exclude)
         return self.last
 
@@ -416,12 +421,12 @@ class RecordingHeuristic:
 class RecordingSelector:
     """Delegates to a ModelSelector and keeps its last Selection (accepted and rejected refs)."""
 
-    def __init__(self, selector: Any) -> None:
+    def __init__(self, selector: ModelSelector) -> None:
         self.selector = selector
         self.timeout: float = selector.timeout
-        self.last: Any = None  # Selection
+        self.last: Selection | None = None
 
-    async def select(self, query: str, candidates: Any, **options: Any) -> Any:
+    async def select(self, query: str, candidates: Sequence[MemoryDoc], **options: Any) -> Selection:
         self.last = await self.selector.select(query, candidates, **options)
         return self.last
 
@@ -437,11 +442,11 @@ class ProbedTurn:
     """One turn through a session: the initial delivery, and (tool-using) what settled after."""
 
     query: str
-    initial: Any  # Delivery | None
+    initial: Delivery | None
     wait_ms: float  # time spent in consume("initial")
-    fast: Any  # the session's FastResult
-    tool_result: Any = None  # Delivery | None, at the first tool-result point
-    selection: Any = None  # the selector's Selection, when a model stage ran and finished
+    fast: FastResult | None  # the session's own fast stage
+    tool_result: Delivery | None = None  # at the first tool-result point
+    selection: Selection | None = None  # when a model stage ran and finished
     settled_ms: float | None = None  # begin -> recall settled; None if it did not in time
 
     @property
@@ -456,7 +461,9 @@ class ProbedTurn:
 class RecallProbe:
     """A Recaller whose heuristic and selector are observed; runs turns one at a time."""
 
-    def __init__(self, store: Any, selector: Any = None, *, heuristic: Any = None) -> None:
+    def __init__(
+        self, store: Any, selector: ModelSelector | None = None, *, heuristic: FastHeuristic | None = None
+    ) -> None:
         from recall_kit._heuristic import FastHeuristic
         from recall_kit._session import Recaller
         from recall_kit._telemetry import Telemetry
