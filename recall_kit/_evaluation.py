@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,16 +76,7 @@ class Metrics:
     delivered_docs: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "queries": self.queries,
-            "answerable": self.answerable,
-            "negatives": self.negatives,
-            "strict_delivery": self.strict_delivery,
-            "loose_delivery": self.loose_delivery,
-            "negative_silence": self.negative_silence,
-            "precision": self.precision,
-            "delivered_docs": self.delivered_docs,
-        }
+        return asdict(self)
 
 
 def load_dataset(path: str | Path) -> EvalDataset:
