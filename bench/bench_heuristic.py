@@ -213,7 +213,7 @@ def test_benchmark_recall_agent_memories(benchmark) -> None:
 
 
 def test_benchmark_recall_with_typo_10k(benchmark) -> None:
-    from recall_kit._evaluation import generated_queries, generated_snapshot, generated_vocabulary
+    from recall_kit._latency_bench import generated_queries, generated_snapshot, generated_vocabulary
 
     vocabulary = generated_vocabulary()
     heuristic = FastHeuristic(generated_snapshot(10_000, vocabulary))

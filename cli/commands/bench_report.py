@@ -6,15 +6,13 @@ from typing import Any, Sequence
 
 from recall_kit._evaluation import (
     EvalDataset,
-    ProbedTurn,
     QueryOutcome,
     metrics,
     metrics_by_fold,
     metrics_by_kind,
     percentiles,
-    refinement_summary,
-    turn_outcomes,
 )
+from recall_kit._probe import ProbedTurn, refinement_summary, turn_outcomes
 from recall_kit_cli._format import fmt_rate
 
 FOLDS = 5

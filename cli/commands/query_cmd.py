@@ -11,7 +11,8 @@ import click
 
 from recall_kit import ConfigError, ModelSelector, load_selector_config
 from recall_kit._config import SelectorConfig
-from recall_kit._evaluation import ProbedTurn, RecallProbe, open_snapshot
+from recall_kit._evaluation import open_snapshot
+from recall_kit._probe import ProbedTurn, RecallProbe
 from recall_kit_cli._format import InputError
 from recall_kit_cli.main import cli
 
