@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from recall_kit.testing.datasets import write_eval_dataset
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"
 RECALL_KIT = Path(sys.executable).with_name("recall-kit")
@@ -35,18 +37,8 @@ QUERIES = [
 ]
 
 
-def write_memory(root: Path, path: str, name: str, description: str, body: str) -> None:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(f"---\nname: {name}\ndescription: {description}\ntype: project\n---\n{body}\n", encoding="utf-8")
-
-
 def make_dataset(root: Path) -> Path:
-    for path, (name, description, body) in MEMORIES.items():
-        write_memory(root / "memories", path, name, description, body)
-    lines = [json.dumps({"id": i, "query": q, "relevant": rel, "kind": k}) for i, q, rel, k in QUERIES]
-    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
+    return write_eval_dataset(root, MEMORIES, QUERIES)
 
 
 def run_recall_kit(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make session_s
 
 from memory_store import MemoryStore  # noqa: E402
 from recall_kit.testing import ScriptedChatServer  # noqa: E402
-from session_support import MEMORIES, SCOPE, EventLog, write_memory  # noqa: E402
+from session_support import MEMORIES, SCOPE, EventLog  # noqa: E402
+from recall_kit.testing.datasets import write_memory  # noqa: E402
 
 
 @pytest.fixture

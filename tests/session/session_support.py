@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from typing import Any, Callable
 
 from memory_store import MemoryStore
@@ -27,13 +26,6 @@ SCOPE = "mem"
 DB, DEPLOY, TEA, EDITOR, ONCALL = (f"{SCOPE}/{p}" for p in MEMORIES)
 FAST_DB_QUERY = "postgres pgbouncer settings for atlas"  # the heuristic answers mem/db.md
 NO_FAST_QUERY = "what should I keep in mind this afternoon before I leave"  # heuristic: nothing
-
-
-def write_memory(root: Path, path: str, name: str, description: str, body: str) -> None:
-    file = root / path
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(f"---\nname: {name}\ndescription: {description}\ntype: project\n---\n{body}\n",
-                    encoding="utf-8")
 
 
 class EventLog:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from recall_kit._lifecycle_bench import run_lifecycle_bench
-from session_support import MEMORIES, write_memory
+from recall_kit.testing.datasets import write_eval_dataset
+from session_support import MEMORIES
 
 QUERIES = [
     ("q1", "postgres pgbouncer settings for atlas", ["db.md"], "lexical"),
@@ -19,11 +19,7 @@ QUERIES = [
 
 
 def make_dataset(root: Path) -> Path:
-    for path, (name, description, body) in MEMORIES.items():
-        write_memory(root / "memories", path, name, description, body)
-    lines = [json.dumps({"id": i, "query": q, "relevant": rel, "kind": k}) for i, q, rel, k in QUERIES]
-    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
+    return write_eval_dataset(root, MEMORIES, QUERIES)
 
 
 def test_lifecycle_bench_reports_delivery_waits_and_the_blocking_baseline(tmp_path):
