@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import click
+from recall_kit_cli._format import InputError
+from recall_kit_cli.main import cli
 
 from memory_store import LoadError, MemoryDoc, MemoryStore
 from recall_kit._errors import MemoryStoreError
-from recall_kit_cli.main import cli
 
 DESCRIPTION_WIDTH = 80  # characters of description shown per line in text mode
 
@@ -23,7 +24,7 @@ def list_memories(roots: tuple[str, ...], as_json: bool) -> None:
             snapshot = store.snapshot()
             store_roots = store.roots
     except MemoryStoreError as exc:
-        raise click.exceptions.Exit(_fail(str(exc)))
+        raise InputError(str(exc)) from None
     docs = sorted(snapshot.docs.values(), key=lambda d: d.ref)
     if as_json:
         payload = {
@@ -63,8 +64,3 @@ def error_json(err: LoadError) -> dict[str, str]:
 
 def _clip(text: str) -> str:
     return text if len(text) <= DESCRIPTION_WIDTH else text[: DESCRIPTION_WIDTH - 3] + "..."
-
-
-def _fail(message: str) -> int:
-    click.echo(f"error: {message}", err=True)
-    return 2

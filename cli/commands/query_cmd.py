@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import click
+from recall_kit_cli._format import InputError
+from recall_kit_cli.main import cli
 
-from recall_kit import ConfigError, ModelSelector, load_selector_config
+from recall_kit import (
+    ConfigError,
+    MemoryStoreError,
+    ModelSelector,
+    load_selector_config,
+)
 from recall_kit._config import SelectorConfig
 from recall_kit._evaluation import open_snapshot
 from recall_kit._probe import ProbedTurn, RecallProbe
-from recall_kit_cli._format import InputError
-from recall_kit_cli.main import cli
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json
 
@@ -37,11 +41,11 @@ def query(
     as_json: bool,
 ) -> None:
     """Show what TEXT receives: the fast delivery at once, then the model's refinement."""
-    for root in roots:
-        if not Path(root).is_dir():
-            raise InputError(f"memory root {root} is not a folder")
     config, off_reason = _selector_config(fast_only, base_url, model, model_timeout)
-    snapshot = open_snapshot(roots)
+    try:
+        snapshot = open_snapshot(roots)
+    except MemoryStoreError as exc:
+        raise InputError(str(exc)) from None
     if off_reason and not as_json:
         click.echo(f"refinement off: {off_reason}")
 

@@ -10,11 +10,12 @@ import sys
 from types import FrameType
 
 import click
+from recall_kit_cli._format import InputError
+from recall_kit_cli.commands.list_cmd import error_json
+from recall_kit_cli.main import cli
 
 from memory_store import MemoryStore, Snapshot
 from recall_kit._errors import MemoryStoreError
-from recall_kit_cli.commands.list_cmd import error_json
-from recall_kit_cli.main import cli
 
 _POLL_S = 0.5  # how often the main thread re-checks for a stop signal while idle
 
@@ -33,8 +34,7 @@ def watch(roots: tuple[str, ...], as_json: bool, debounce_ms: float | None) -> N
     try:
         store = MemoryStore.open(*roots, watch=True, **options)
     except MemoryStoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise click.exceptions.Exit(2)
+        raise InputError(str(exc)) from None
     snapshots: queue.SimpleQueue[Snapshot] = queue.SimpleQueue()
     previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     unsubscribe = store.subscribe(snapshots.put)

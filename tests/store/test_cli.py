@@ -62,7 +62,7 @@ def test_list_text_shows_each_doc_and_each_skipped_file(two_roots: tuple[Path, P
 def test_list_missing_root_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> None:
     result = run("list", "--root", str(tmp_path / "nope"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"error: memory root does not exist: {tmp_path / 'nope'}"
+    assert result.stderr.strip() == f"recall-kit: memory root does not exist: {tmp_path / 'nope'}"
     assert result.stdout == ""
 
 
