@@ -9,6 +9,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
+
+from recall_kit import ConfigError, ModelSelector, load_selector_config
+from recall_kit._config import SelectorConfig
+from recall_kit._evaluation import EvalDataset, PlainBaseline, load_dataset, run
+from recall_kit._lifecycle_bench import run_lifecycle_bench
+from recall_kit._probe import RecallProbe, run_turns, turn_outcomes
 from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli.commands.bench_report import (
     delivery_table,
@@ -18,12 +24,6 @@ from recall_kit_cli.commands.bench_report import (
     refined_report,
 )
 from recall_kit_cli.main import cli
-
-from recall_kit import ConfigError, ModelSelector, load_selector_config
-from recall_kit._config import SelectorConfig
-from recall_kit._evaluation import EvalDataset, PlainBaseline, load_dataset, run
-from recall_kit._lifecycle_bench import run_lifecycle_bench
-from recall_kit._probe import RecallProbe, run_turns, turn_outcomes
 
 
 @cli.group("bench")

@@ -6,10 +6,10 @@ import json
 import sys
 
 import click
-from recall_kit_cli._format import InputError
-from recall_kit_cli.commands.bench_cmd import bench
 
 from recall_kit._latency_bench import measure_latency
+from recall_kit_cli._format import InputError
+from recall_kit_cli.commands.bench_cmd import bench
 
 
 @bench.command("latency")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from recall_kit_cli._format import fmt_rate
-
 from recall_kit._evaluation import (
     EvalDataset,
     QueryOutcome,
@@ -15,6 +13,7 @@ from recall_kit._evaluation import (
     percentiles,
 )
 from recall_kit._probe import ProbedTurn, refinement_summary, turn_outcomes
+from recall_kit_cli._format import fmt_rate
 
 FOLDS = 5
 METRIC_KEYS = ("strict_delivery", "loose_delivery", "negative_silence", "precision")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import click
-from recall_kit_cli._format import InputError
-from recall_kit_cli.main import cli
 
 from memory_store import LoadError, MemoryDoc, MemoryStore
 from recall_kit._errors import MemoryStoreError
+from recall_kit_cli._format import InputError
+from recall_kit_cli.main import cli
 
 DESCRIPTION_WIDTH = 80  # characters of description shown per line in text mode
 

@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 import click
-from recall_kit_cli._format import InputError
-from recall_kit_cli.main import cli
 
 from recall_kit import (
     ConfigError,
@@ -19,6 +17,8 @@ from recall_kit import (
 from recall_kit._config import SelectorConfig
 from recall_kit._evaluation import open_snapshot
 from recall_kit._probe import ProbedTurn, RecallProbe
+from recall_kit_cli._format import InputError
+from recall_kit_cli.main import cli
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json
 

@@ -10,12 +10,12 @@ import sys
 from types import FrameType
 
 import click
-from recall_kit_cli._format import InputError
-from recall_kit_cli.commands.list_cmd import error_json
-from recall_kit_cli.main import cli
 
 from memory_store import MemoryStore, Snapshot
 from recall_kit._errors import MemoryStoreError
+from recall_kit_cli._format import InputError
+from recall_kit_cli.commands.list_cmd import error_json
+from recall_kit_cli.main import cli
 
 _POLL_S = 0.5  # how often the main thread re-checks for a stop signal while idle
 
