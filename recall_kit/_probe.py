@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memory_store import MemoryDoc
 from recall_kit._evaluation import EvalQuery, QueryOutcome, percentiles
+from recall_kit._heuristic import FastHeuristic, FastResult
+from recall_kit._session import Recaller
+from recall_kit._telemetry import RecallEvent, Telemetry
 
-if TYPE_CHECKING:  # the session modules import this one's siblings; only annotations need them
-    from recall_kit._heuristic import FastHeuristic, FastResult
+if TYPE_CHECKING:
     from recall_kit._selector import ModelSelector, Selection
     from recall_kit._session import Delivery
 
@@ -75,10 +79,6 @@ class RecallProbe:
     def __init__(
         self, store: Any, selector: ModelSelector | None = None, *, heuristic: FastHeuristic | None = None
     ) -> None:
-        from recall_kit._heuristic import FastHeuristic
-        from recall_kit._session import Recaller
-        from recall_kit._telemetry import Telemetry
-
         self._owned = heuristic is None
         self.heuristic = RecordingHeuristic(heuristic if heuristic is not None else FastHeuristic(store))
         self.selector = RecordingSelector(selector) if selector is not None else None
@@ -88,8 +88,6 @@ class RecallProbe:
         )
 
     def _on_event(self, event: object) -> None:
-        from recall_kit._telemetry import RecallEvent
-
         if isinstance(event, RecallEvent) and event.settled and event.session_id in self._settled:
             self._settled[event.session_id].set()
 
@@ -98,8 +96,6 @@ class RecallProbe:
     ) -> ProbedTurn:
         """begin, consume("initial"); tool-using: wait for the recall to settle (bounded by the
         selector's deadline) as if a tool ran, consume("tool_result"); then finish."""
-        import asyncio
-
         session = self.recaller.session()
         settled = self._settled[session.id] = asyncio.Event()
         self.heuristic.last = None
@@ -145,8 +141,6 @@ def run_turns(
     on_turn: Callable[[ProbedTurn], None] | None = None,
 ) -> list[ProbedTurn]:
     """Every query through the probe's sessions in order, on one event loop."""
-    import asyncio
-
     async def all_turns() -> list[ProbedTurn]:
         probe = probe_factory()  # made on the loop: the selector's client belongs to it
         turns = []
@@ -183,8 +177,6 @@ def turn_outcomes(queries: Sequence[EvalQuery], turns: Sequence[ProbedTurn], par
 
 def refinement_summary(turns: Sequence[ProbedTurn]) -> dict[str, Any]:
     """Model latency, validation rejections and fallbacks (by reason) over tool-using turns."""
-    from collections import Counter
-
     selections = [t.selection for t in turns if t.selection is not None]
     rejected: Counter[str] = Counter(reason for s in selections for _, reason in s.rejected)
     fallbacks: Counter[str] = Counter(s.fallback_reason for s in selections if s.fallback_reason)
