@@ -1,9 +1,7 @@
 """Markdown memory store: parsing, scanning, watching, immutable snapshots."""
 
-# The plain value types come first: the modules below import recall_kit's errors,
-# and recall_kit imports these types back from here while it initialises.
-from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, LoadError, MemoryDoc, Snapshot  # isort: skip
-
+from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
+from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
 from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
 from memory_store._write import atomic_write
@@ -14,7 +12,10 @@ __all__ = [
     "MEMORY_TYPES",
     "LoadError",
     "MemoryDoc",
+    "MemoryParseError",
+    "MemoryStoreError",
     "MemoryStore",
+    "RecallKitError",
     "Snapshot",
     "atomic_write",
     "parse_memory",

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc
-from recall_kit._errors import MemoryParseError
+from memory_store._errors import MemoryParseError
 
 # libyaml's loader is several times faster; PyYAML builds without it still work.
 _YamlLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

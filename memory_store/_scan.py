@@ -14,7 +14,7 @@ from typing import Union
 
 from memory_store._parse import parse_memory
 from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc
-from recall_kit._errors import MemoryParseError
+from memory_store._errors import MemoryParseError
 
 Entry = Union[MemoryDoc, LoadError]
 

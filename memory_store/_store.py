@@ -11,7 +11,7 @@ from memory_store._scan import Root, is_hidden
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
 from memory_store._watch import Batch, Watcher
-from recall_kit._errors import MemoryStoreError
+from memory_store._errors import MemoryStoreError
 
 RootSpec = Union[str, "os.PathLike[str]", tuple[str, Union[str, "os.PathLike[str]"]]]
 Subscriber = Callable[[Snapshot], None]

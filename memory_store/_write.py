@@ -7,7 +7,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from recall_kit._errors import MemoryStoreError
+from memory_store._errors import MemoryStoreError
 
 _NEW_FILE_MODE = 0o666  # before umask, like open(path, "w")
 

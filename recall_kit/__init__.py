@@ -1,12 +1,7 @@
 """recall-kit: the right memories at the right moment, without making the user wait."""
 
-from recall_kit._errors import (
-    ConfigError,
-    MemoryParseError,
-    MemoryStoreError,
-    RecallKitError,
-    SelectorError,
-)
+from memory_store import MemoryParseError, MemoryStoreError, RecallKitError
+from recall_kit._errors import ConfigError
 from recall_kit._config import SelectorConfig, load_selector_config
 from recall_kit._selector import MAX_MODEL_DOCS, ModelSelector, Selection
 from recall_kit._heuristic import FastHeuristic, FastResult, ScoredDoc
@@ -47,5 +42,4 @@ __all__ = [
     "MemoryStoreError",
     "RecallKitError",
     "ScoredDoc",
-    "SelectorError",
 ]

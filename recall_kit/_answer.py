@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from memory_store._types import MemoryDoc  # not the package: it imports recall_kit._errors
+from memory_store import MemoryDoc
 
 MAX_MODEL_DOCS = 5
 ANSWER_KEY = "selected_memories"

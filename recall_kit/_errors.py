@@ -1,20 +1,6 @@
-"""The error tree. Callers catch exactly what they mean."""
+"""The engine's errors. The root, ``RecallKitError``, comes from the store layer below."""
 
-
-class RecallKitError(Exception):
-    """Base of every error recall-kit raises on purpose."""
-
-
-class MemoryStoreError(RecallKitError):
-    """The store could not be opened or written."""
-
-
-class MemoryParseError(RecallKitError):
-    """A memory file could not be parsed (the store reports these, it does not raise them)."""
-
-
-class SelectorError(RecallKitError):
-    """The model selector could not produce a usable answer."""
+from memory_store import RecallKitError
 
 
 class ConfigError(RecallKitError):

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from memory_store._types import MEMORY_TYPES, MemoryDoc  # not the package: it imports recall_kit._errors
+from memory_store import MEMORY_TYPES, MemoryDoc
 
 MAX_MANIFEST_DOCS = 200
 MAX_MANIFEST_BYTES = 25_000

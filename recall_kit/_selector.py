@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import httpx
 
-from memory_store._types import MemoryDoc  # not the package: it imports recall_kit._errors
+from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, MAX_MODEL_DOCS, AnswerError, parse_answer, validate_selection
 from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
 from recall_kit._errors import ConfigError

@@ -7,7 +7,7 @@ import json
 import click
 
 from memory_store import LoadError, MemoryDoc, MemoryStore
-from recall_kit._errors import MemoryStoreError
+from memory_store import MemoryStoreError
 from recall_kit_cli._format import InputError
 from recall_kit_cli.main import cli
 

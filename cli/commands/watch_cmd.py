@@ -12,7 +12,7 @@ from types import FrameType
 import click
 
 from memory_store import MemoryStore, Snapshot
-from recall_kit._errors import MemoryStoreError
+from memory_store import MemoryStoreError
 from recall_kit_cli._format import InputError
 from recall_kit_cli.commands.list_cmd import error_json
 from recall_kit_cli.main import cli

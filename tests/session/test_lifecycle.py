@@ -11,7 +11,7 @@ import pytest
 from session_support import (
     DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, TEA, make_recaller, run, warm_up,
 )
-from recall_kit._errors import RecallKitError
+from recall_kit import RecallKitError
 from recall_kit.testing import Reply
 
 HANG = Reply.hang()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from recall_kit import SyncRecallSession
-from recall_kit._errors import RecallKitError
+from recall_kit import RecallKitError
 from recall_kit.testing import Reply
 from session_support import DB, DEPLOY, FAST_DB_QUERY, NO_FAST_QUERY, make_recaller
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_store import MEMORY_TYPES, parse_memory
-from recall_kit._errors import MemoryParseError
+from recall_kit import MemoryParseError
 
 
 def parse(text: str | bytes, **kw: object):

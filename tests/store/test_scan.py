@@ -14,7 +14,7 @@ from store_helpers import memory, write
 
 from memory_store import MemoryStore
 from memory_store._scan import Root, list_candidates, read_candidate
-from recall_kit._errors import MemoryStoreError
+from recall_kit import MemoryStoreError
 
 
 def scan(*roots: object, **options: object):

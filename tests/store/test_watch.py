@@ -13,7 +13,7 @@ import pytest
 from store_helpers import memory, wait_until, write
 
 from memory_store import MemoryStore, Snapshot, atomic_write
-from recall_kit._errors import MemoryStoreError
+from recall_kit import MemoryStoreError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 

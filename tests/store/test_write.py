@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import atomic_write
-from recall_kit._errors import MemoryStoreError
+from recall_kit import MemoryStoreError
 
 
 def test_concurrent_reader_never_sees_a_half_written_file(tmp_path: Path) -> None:

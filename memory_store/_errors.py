@@ -1,0 +1,17 @@
+"""The root of every error recall-kit raises on purpose, and the store's own errors.
+
+The root lives in the bottom layer so that every package above can derive from it:
+``except RecallKitError`` catches what any of them raises. ``recall_kit`` re-exports it.
+"""
+
+
+class RecallKitError(Exception):
+    """Base of every error recall-kit raises on purpose, whichever package raised it."""
+
+
+class MemoryStoreError(RecallKitError):
+    """The store could not be opened or written."""
+
+
+class MemoryParseError(RecallKitError):
+    """A memory file could not be parsed (the store reports these in its snapshot, it does not raise them)."""
