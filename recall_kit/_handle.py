@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 from memory_store import MemoryDoc
+from recall_kit._kinds import Phase, Strategy
 
 if TYPE_CHECKING:
     from recall_kit._heuristic import FastHeuristic, FastResult
-    from recall_kit._selector import ModelSelector, Selection
+    from recall_kit._selector import ModelSelector
 
 _log = logging.getLogger("recall_kit")
 
@@ -24,6 +26,14 @@ MODEL_STAGE_SAFETY_S = 60.0
 ABORT_POLL_S = 0.005
 
 AbortSignal = Union[asyncio.Event, threading.Event]
+
+
+class HandleState(enum.Enum):
+    """A handle moves pending -> settled -> ended, or pending -> ended when cut short."""
+
+    PENDING = "pending"  # the recall task runs
+    SETTLED = "settled"  # the outcome is in; not yet delivered for good or discarded
+    ENDED = "ended"  # delivered for good or discarded: its one terminal event is logged
 
 
 class FastResultBox:
@@ -48,13 +58,13 @@ class FastResultBox:
             self._on_docs()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RecallOutcome:
     """What a recall settled with. ``phase`` is ``fast`` when no model stage ran."""
 
     docs: tuple[MemoryDoc, ...]
-    strategy: str  # heuristic | model | none
-    phase: Literal["fast", "refined"]
+    strategy: Strategy
+    phase: Phase
     fast_ms: float | None
     model_ms: float | None
     fallback_reason: str | None = None
@@ -71,12 +81,10 @@ class PrefetchHandle:
     fired_at: float = field(default_factory=time.perf_counter)
     task: asyncio.Task[None] | None = None
     abort_watch: asyncio.Task[None] | None = None
+    state: HandleState = HandleState.PENDING
     settled_at: float | None = None
     result: RecallOutcome | None = None
-    consumed: bool = False  # reached its terminal event (delivered for good or discarded)
-    fast_delivered: bool = False
     fast_delivered_paths: set[str] = field(default_factory=set)
-    terminal_logged: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -84,20 +92,31 @@ class PrefetchHandle:
 
     @property
     def settled(self) -> bool:
+        """An outcome arrived (the handle may have ended since)."""
         return self.settled_at is not None
+
+    @property
+    def ended(self) -> bool:
+        return self.state is HandleState.ENDED
+
+    @property
+    def fast_delivered(self) -> bool:
+        return bool(self.fast_delivered_paths)
 
     def settle(self, outcome: RecallOutcome) -> bool:
         """Record the outcome; False when the handle already ended (the outcome is dropped)."""
-        if self.consumed:
+        if self.ended:
             return False
         self.result = outcome
         self.settled_at = time.perf_counter()
+        self.state = HandleState.SETTLED
         self.wake.set()
         return True
 
-    def stop(self) -> None:
-        """Cancel whatever still runs. Idempotent; the owner awaits the tasks on close."""
-        self.consumed = True
+    def end(self) -> None:
+        """Move to the terminal state and cancel whatever still runs. Idempotent; the owner
+        awaits the tasks on close."""
+        self.state = HandleState.ENDED
         self.wake.set()
         current = asyncio.current_task()
         for task in (self.task, self.abort_watch):
@@ -118,7 +137,9 @@ async def run_recall(
     handle.box.publish(fast)
     gated = tuple(s.doc for s in fast.docs)
     if selector is None:
-        outcome = RecallOutcome(gated, fast.strategy, "fast", fast.elapsed_ms, None)
+        outcome = RecallOutcome(
+            docs=gated, strategy=fast.strategy, phase="fast", fast_ms=fast.elapsed_ms, model_ms=None
+        )
     else:
         # let a consumer woken by the publish take the fast result before the model stage's
         # synchronous prefix (manifest, HTTP client set-up) occupies the loop
@@ -146,33 +167,39 @@ async def _run_selector(
     gated = tuple(s.doc for s in fast.docs)
     candidates = [d for d in snapshot_docs() if d.ref not in exclude]
     started = time.perf_counter()
+
+    def fall_back(reason: str) -> RecallOutcome:
+        return RecallOutcome(
+            docs=gated,
+            strategy="heuristic" if gated else "none",
+            phase="refined",
+            fast_ms=fast.elapsed_ms,
+            model_ms=(time.perf_counter() - started) * 1000,
+            fallback_reason=reason,
+        )
+
     try:
         async with asyncio.timeout(MODEL_STAGE_SAFETY_S):
-            selection: Selection = await selector.select(
+            selection = await selector.select(
                 query, candidates, preferred=[s.doc for s in fast.ranked], fallback=gated
             )
     except TimeoutError:
-        model_ms = (time.perf_counter() - started) * 1000
-        strategy = "heuristic" if gated else "none"
-        return RecallOutcome(gated, strategy, "refined", fast.elapsed_ms, model_ms, "safety_timeout")
+        return fall_back("safety_timeout")
     except Exception:  # the selector promises not to raise; if it does, fall back all the same
         _log.warning("model selection failed; using the fast result", exc_info=True)
-        model_ms = (time.perf_counter() - started) * 1000
-        strategy = "heuristic" if gated else "none"
-        return RecallOutcome(gated, strategy, "refined", fast.elapsed_ms, model_ms, "selector_error")
-    docs = tuple(d for d in selection.docs if d.ref not in exclude)
+        return fall_back("selector_error")
     return RecallOutcome(
-        docs,
-        selection.strategy,
-        "refined",
-        fast.elapsed_ms,
-        selection.latency_ms,
-        selection.fallback_reason,
+        docs=tuple(d for d in selection.docs if d.ref not in exclude),
+        strategy=selection.strategy,
+        phase="refined",
+        fast_ms=fast.elapsed_ms,
+        model_ms=selection.latency_ms,
+        fallback_reason=selection.fallback_reason,
     )
 
 
-def _empty_fast_result() -> Any:
-    from recall_kit._heuristic import FastResult
+def _empty_fast_result() -> FastResult:
+    from recall_kit._heuristic import FastResult  # the heuristic module imports numpy: only on failure
 
     return FastResult(docs=(), ranked=(), strategy="none", elapsed_ms=0.0, docs_scanned=0)
 

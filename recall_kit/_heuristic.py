@@ -16,6 +16,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
 from memory_store import MemoryDoc, Snapshot
+from recall_kit._kinds import Strategy
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
 
@@ -68,7 +69,7 @@ class FastResult:
 
     docs: tuple[ScoredDoc, ...]
     ranked: tuple[ScoredDoc, ...]
-    strategy: Literal["heuristic", "none"]
+    strategy: Strategy  # heuristic, or none when nothing passed the gate
     elapsed_ms: float
     docs_scanned: int
 

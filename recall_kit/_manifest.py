@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from memory_store import MEMORY_TYPES, MemoryDoc
+from recall_kit._text import format_age, one_line
 
 MAX_MANIFEST_DOCS = 200
 MAX_MANIFEST_BYTES = 25_000
@@ -33,25 +34,14 @@ class Manifest:
     omitted: int  # candidates left out by the caps or because their ref cannot be shown safely
 
 
-def one_line(text: str) -> str:
-    """Untrusted text as a single printable line: no line breaks, control or format characters."""
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else " " for ch in text)
-    return " ".join(text.replace("|", "/").split())
+def manifest_text(text: str) -> str:
+    """Untrusted text as one manifest field: a single printable line with no field separator."""
+    return one_line(text.replace("|", "/"))
 
 
 def _is_showable_ref(ref: str) -> bool:
     # A ref is echoed verbatim, so it cannot be rewritten: one that would break the line is left out.
     return ref.isprintable() and "|" not in ref and ref == ref.strip()
-
-
-def format_age(seconds: float) -> str:
-    """A short age such as ``5min``, ``3h``, ``12d``, ``4mo`` or ``2y``."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("y", 365 * 86_400), ("mo", 30 * 86_400), ("d", 86_400), ("h", 3_600)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds // 60)}min"
 
 
 def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
@@ -60,22 +50,17 @@ def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
     parts = _LINE_PARTS.get(key)
     if parts is None:
         # Slice before cleaning so a huge description costs no more than a short one.
-        description = one_line(doc.description[: 2 * MAX_DESCRIPTION_CHARS])[:MAX_DESCRIPTION_CHARS]
-        kind = doc.type if doc.type in MEMORY_TYPES else one_line(doc.type)
+        description = manifest_text(doc.description[: 2 * MAX_DESCRIPTION_CHARS])[:MAX_DESCRIPTION_CHARS]
+        kind = doc.type if doc.type in MEMORY_TYPES else manifest_text(doc.type)
         head = f"{LINE_PREFIX}{doc.ref}{FIELD_SEPARATOR}type: {kind}{FIELD_SEPARATOR}age: "
-        tail = f"{FIELD_SEPARATOR}{description or one_line(doc.name)}"
+        tail = f"{FIELD_SEPARATOR}{description or manifest_text(doc.name)}"
         if doc.keywords:
-            keywords = one_line(", ".join(k[:MAX_KEYWORD_CHARS] for k in doc.keywords[:MAX_KEYWORDS]))
+            keywords = manifest_text(", ".join(k[:MAX_KEYWORD_CHARS] for k in doc.keywords[:MAX_KEYWORDS]))
             tail += f"{FIELD_SEPARATOR}keywords: {keywords}"
         if len(_LINE_PARTS) >= _LINE_CACHE_SIZE:
             _LINE_PARTS.clear()
         parts = _LINE_PARTS[key] = (head, tail, len(head.encode()) + len(tail.encode()))
     return parts
-
-
-def manifest_line(doc: MemoryDoc, now: float) -> str:
-    head, tail, _ = _line_parts(doc)
-    return f"{head}{format_age(now - doc.mtime)}{tail}"
 
 
 def _priority_order(
@@ -124,7 +109,7 @@ def build_manifest(
 def user_message(query: str, manifest: Manifest) -> str:
     query = query.strip()[:MAX_QUERY_CHARS]
     return (
-        f"{QUERY_PREFIX}{one_line(query)}\n\n"
+        f"{QUERY_PREFIX}{manifest_text(query)}\n\n"
         f"{MANIFEST_HEADING} ({len(manifest.docs)}):\n{manifest.text}\n"
     )
 

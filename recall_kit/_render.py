@@ -7,6 +7,7 @@ import time
 from typing import Iterable
 
 from memory_store import MemoryDoc
+from recall_kit._text import format_age, one_line
 
 BODY_BUDGET = 1200  # characters of body per document (DESIGN.md section 5)
 WRAPPER_TAG = "recalled-memories"
@@ -23,7 +24,6 @@ _TAG_PATTERN = re.compile(
     r"<(\s*/?\s*(?:" + "|".join(re.escape(t) for t in _PROTECTED_TAGS) + r"))(?![\w-])",
     re.IGNORECASE,
 )
-_WHITESPACE = re.compile(r"\s+")
 
 
 def neutralize(text: str) -> str:
@@ -32,16 +32,7 @@ def neutralize(text: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return neutralize(_WHITESPACE.sub(" ", text).strip())
-
-
-def format_age(mtime: float, now: float) -> str:
-    days = int(max(0.0, now - mtime) // 86400)
-    if days == 0:
-        return "today"
-    if days == 1:
-        return "1 day ago"
-    return f"{days} days ago"
+    return neutralize(one_line(text))
 
 
 def _truncate(body: str, budget: int, ref: str) -> str:
@@ -64,7 +55,7 @@ def render_doc(doc: MemoryDoc, *, now: float, body_budget: int = BODY_BUDGET) ->
         f"<{DOC_TAG}>",
         f"Title: {_one_line(doc.name)}",
         f"Reference: {ref}",
-        f"Age: {format_age(doc.mtime, now)}",
+        f"Age: {format_age(now - doc.mtime, compact=False)}",
         f"Description: {_one_line(doc.description)}",
     ]
     body = neutralize(doc.body.strip())

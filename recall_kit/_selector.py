@@ -20,11 +20,11 @@ from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, MAX_MODEL_DOCS, AnswerError, parse_answer, validate_selection
 from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
 from recall_kit._errors import ConfigError
+from recall_kit._kinds import Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 
 logger = logging.getLogger("recall_kit.selector")
 
-Strategy = Literal["model", "heuristic", "none"]
 ResponseMode = Literal["json_schema", "json_object", "text"]
 RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
 MAX_BODY_BYTES = 1 << 20  # a selection answer is tiny; more is a broken or hostile server
@@ -46,7 +46,7 @@ Rules:
 Answer with JSON only, no prose: {{"{ANSWER_KEY}": ["REFERENCE", ...]}}"""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Selection:
     """The outcome of one selection: what to deliver and how it was decided."""
 
@@ -203,8 +203,12 @@ class ModelSelector:
             reason = self._redact(reason)
             logger.debug("selector fell back: %s", reason)
             return Selection(
-                tuple(fallback), "heuristic" if fallback else "none", (), self._redact_refs(rejected),
-                reason, (time.perf_counter() - started) * 1000, mode,
+                docs=tuple(fallback),
+                strategy="heuristic" if fallback else "none",
+                rejected=self._redact_refs(rejected),
+                fallback_reason=reason,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                response_mode=mode,
             )
 
         try:
@@ -228,8 +232,12 @@ class ModelSelector:
         if verdict.rejected and not verdict.accepted:
             return fall_back("no valid reference in the answer", mode, verdict.rejected)
         return Selection(
-            verdict.docs, "model", verdict.accepted, self._redact_refs(verdict.rejected), None,
-            (time.perf_counter() - started) * 1000, mode,
+            docs=verdict.docs,
+            strategy="model",
+            accepted=verdict.accepted,
+            rejected=self._redact_refs(verdict.rejected),
+            latency_ms=(time.perf_counter() - started) * 1000,
+            response_mode=mode,
         )
 
     def _redact(self, text: str) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from memory_store import MemoryDoc, Snapshot
-from recall_kit._errors import RecallKitError
+from memory_store import MemoryDoc, RecallKitError, Snapshot
 from recall_kit._handle import (
     AbortSignal,
     FastResultBox,
@@ -17,6 +17,7 @@ from recall_kit._handle import (
     run_recall,
     wait_for_abort,
 )
+from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 
@@ -25,22 +26,22 @@ if TYPE_CHECKING:
     from recall_kit._selector import ModelSelector
     from recall_kit._sync import SyncRecallSession
 
-INITIAL_WAIT_MS = 100  # the initial point's ceiling (DESIGN.md section 4): a bound, not a cost
+_log = logging.getLogger("recall_kit")
+
+INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
 CANCEL_REASONS = frozenset({"new_query", "abort", "reset", "shutdown", "no_safe_delivery_point"})
 
-ConsumePoint = Literal["initial", "tool_result"]
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Delivery:
     """Memories to hand to the model now, and where to put them."""
 
     text: str  # the rendered memory block
     docs: tuple[MemoryDoc, ...]
-    phase: Literal["fast", "refined"]
-    strategy: str  # heuristic | model | none
+    phase: Phase
+    strategy: Strategy
     point: ConsumePoint
-    placement: Literal["prepend", "append"]  # lead the system reminders / after tool responses
+    placement: Placement  # lead the system reminders / after tool responses
     latency_ms: float  # since begin()
 
     @property
@@ -179,11 +180,15 @@ class RecallSession:
         self._surfaced.clear()
 
     async def close(self) -> None:
-        """Cancel the pending handle and wait until no task of this session is left."""
+        """Cancel the pending handle and wait until no task of this session is left; an error a
+        task ended with is logged (cancellation is a normal outcome, not an error)."""
         self.cancel("shutdown")
         self._closed = True
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            results = await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            for result in results:
+                if isinstance(result, Exception):
+                    _log.error("session %s: a recall task failed", self.id, exc_info=result)
 
     async def __aenter__(self) -> RecallSession:
         return self
@@ -213,7 +218,7 @@ class RecallSession:
                     await handle.wake.wait()
             except TimeoutError:
                 pass
-        if handle.consumed or handle is not self._handle:
+        if handle.ended or handle is not self._handle:
             return None  # cancelled or replaced during the wait: nothing from it
         if handle.settled:
             return self._deliver_settled(handle, "initial")
@@ -226,7 +231,6 @@ class RecallSession:
         docs = tuple(s.doc for s in fast.docs if s.doc.ref not in self._surfaced)
         if not docs:
             return None
-        handle.fast_delivered = True
         handle.fast_delivered_paths.update(d.ref for d in docs)
         return self._deliver(handle, docs, "fast", fast.strategy, "initial", terminal=False)
 
@@ -251,8 +255,8 @@ class RecallSession:
         self,
         handle: PrefetchHandle,
         docs: tuple[MemoryDoc, ...],
-        phase: Literal["fast", "refined"],
-        strategy: str,
+        phase: Phase,
+        strategy: Strategy,
         point: ConsumePoint,
         *,
         terminal: bool,
@@ -261,20 +265,35 @@ class RecallSession:
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
         refs = tuple(d.ref for d in docs)
         self.recaller.telemetry.emit(
-            DeliveryEvent(self.id, handle.id, phase, point, None, strategy, refs, latency_ms, terminal)
+            DeliveryEvent(
+                session_id=self.id,
+                handle_id=handle.id,
+                phase=phase,
+                point=point,
+                reason=None,
+                strategy=strategy,
+                docs=refs,
+                latency_ms=latency_ms,
+                terminal=terminal,
+            )
         )
-        text = render_memories(docs, body_budget=self.recaller.body_budget)
-        placement: Literal["prepend", "append"] = "prepend" if point == "initial" else "append"
-        return Delivery(text, docs, phase, strategy, point, placement, latency_ms)
+        return Delivery(
+            text=render_memories(docs, body_budget=self.recaller.body_budget),
+            docs=docs,
+            phase=phase,
+            strategy=strategy,
+            point=point,
+            placement="prepend" if point == "initial" else "append",
+            latency_ms=latency_ms,
+        )
 
     def _end(self, handle: PrefetchHandle) -> None:
-        handle.stop()
-        handle.terminal_logged = True
+        handle.end()
         if self._handle is handle:
             self._handle = None
 
     def _discard(self, handle: PrefetchHandle, reason: str) -> None:
-        if handle.terminal_logged:
+        if handle.ended:
             return
         was_settled = handle.settled
         self._end(handle)
@@ -282,15 +301,26 @@ class RecallSession:
             self._emit_recall(handle, settled=False)
         outcome = handle.result
         fast = handle.box.result
+        strategy: Strategy
         if outcome is not None:
-            phase: Literal["fast", "refined"] | None = outcome.phase
+            phase: Phase | None = outcome.phase
             strategy = outcome.strategy
             docs = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
         else:
             phase, strategy, docs = None, (fast.strategy if fast else "none"), ()
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
         self.recaller.telemetry.emit(
-            DeliveryEvent(self.id, handle.id, phase, "discarded", reason, strategy, docs, latency_ms, True)
+            DeliveryEvent(
+                session_id=self.id,
+                handle_id=handle.id,
+                phase=phase,
+                point="discarded",
+                reason=reason,
+                strategy=strategy,
+                docs=docs,
+                latency_ms=latency_ms,
+                terminal=True,
+            )
         )
 
     def _on_settled(self, handle: PrefetchHandle) -> None:

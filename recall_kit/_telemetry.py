@@ -9,13 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Union
 
+from recall_kit._kinds import Phase, Strategy
+
 _log = logging.getLogger("recall_kit.telemetry")
 
-Phase = Literal["fast", "refined"]
 Point = Literal["initial", "tool_result", "discarded"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RecallEvent:
     """One per handle: what the recall did (emitted when it settles or is cancelled)."""
 
@@ -24,7 +25,7 @@ class RecallEvent:
     query_chars: int
     docs_scanned: int
     docs_selected: int  # in the settled result; the fast result's count when not settled
-    strategy: str  # heuristic | model | none
+    strategy: Strategy
     fast_ms: float | None
     model_ms: float | None  # None when there is no model stage or it never finished
     settled: bool
@@ -35,7 +36,7 @@ class RecallEvent:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveryEvent:
     """A delivery (fast or refined) or a discard; ``terminal`` marks the handle's last event."""
 
@@ -44,7 +45,7 @@ class DeliveryEvent:
     phase: Phase | None  # None for a discard before anything settled
     point: Point
     reason: str | None  # the discard reason when point == "discarded"
-    strategy: str
+    strategy: Strategy
     docs: tuple[str, ...]  # refs delivered (or discarded)
     latency_ms: float  # since the handle's fired_at
     terminal: bool
@@ -127,4 +128,4 @@ class Telemetry:
                     _log.warning("closing telemetry sink %r failed", sink, exc_info=True)
 
 
-NULL_TELEMETRY = Telemetry()
+

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from recall_kit._manifest import one_line
+from recall_kit._manifest import manifest_text
 
 ANSWER_KEY = "selected_memories"
 INVENTED_REFS = ("nowhere/invented-memory.md", "notes/imaginary-project.md")
@@ -148,11 +148,11 @@ class Oracle:
         for line in Path(queries_jsonl).read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
-                self.relevant[one_line(row["query"])] = tuple(row.get("relevant", ()))
+                self.relevant[manifest_text(row["query"])] = tuple(row.get("relevant", ()))
 
     def refs(self, query: str, manifest_refs: Sequence[str]) -> list[str]:
         """Manifest refs whose path (after the scope label) is relevant to ``query``."""
-        wanted = set(self.relevant.get(one_line(query), ()))
+        wanted = set(self.relevant.get(manifest_text(query), ()))
         return [r for r in manifest_refs if r in wanted or r.partition("/")[2] in wanted]
 
 

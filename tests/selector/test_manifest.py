@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selector_helpers import NOW, make_doc, make_docs
+from recall_kit._text import format_age
 from recall_kit._manifest import (
     LINE_PREFIX,
     MAX_MANIFEST_BYTES,
     MAX_MANIFEST_DOCS,
     build_manifest,
-    format_age,
     read_user_message,
     user_message,
 )

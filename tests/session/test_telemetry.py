@@ -14,8 +14,14 @@ from recall_kit._telemetry import (
     Telemetry,
 )
 
-RECALL = RecallEvent("s1", 1, 12, 40, 2, "heuristic", 0.3, None, True)
-DELIVERY = DeliveryEvent("s1", 1, "fast", "initial", None, "heuristic", ("p/a.md",), 0.4, False)
+RECALL = RecallEvent(
+    session_id="s1", handle_id=1, query_chars=12, docs_scanned=40, docs_selected=2,
+    strategy="heuristic", fast_ms=0.3, model_ms=None, settled=True,
+)
+DELIVERY = DeliveryEvent(
+    session_id="s1", handle_id=1, phase="fast", point="initial", reason=None,
+    strategy="heuristic", docs=("p/a.md",), latency_ms=0.4, terminal=False,
+)
 
 
 def test_callback_sink_receives_events_in_order():
