@@ -1,45 +1,77 @@
-"""recall-kit: the right memories at the right moment, without making the user wait."""
+"""recall-kit: the right memories at the right moment, without making the user wait.
+
+The engine: a fast lexical heuristic, a model selector over any OpenAI-compatible endpoint, and the
+per-conversation session that delivers what is ready at the agent's two safe points. Everything public
+is exported here; the ``_`` modules may change freely.
+"""
 
 from memory_store import MemoryParseError, MemoryStoreError, RecallKitError
-from recall_kit._errors import ConfigError
 from recall_kit._config import SelectorConfig, load_selector_config
-from recall_kit._selector import MAX_MODEL_DOCS, ModelSelector, Selection
-from recall_kit._heuristic import FastHeuristic, FastResult, ScoredDoc
-from recall_kit._render import render_memories
+from recall_kit._errors import ConfigError
+from recall_kit._handle import AbortSignal
+from recall_kit._heuristic import (
+    MAX_FAST_DOCS,
+    Evidence,
+    FastHeuristic,
+    FastResult,
+    GateSettings,
+    ScoredDoc,
+    SlotMatch,
+    SnapshotSource,
+)
+from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
+from recall_kit._render import BODY_BUDGET, render_memories
+from recall_kit._answer import MAX_MODEL_DOCS
+from recall_kit._selector import ModelSelector, Selection
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
 from recall_kit._sync import SyncRecallSession
 from recall_kit._telemetry import (
     CallbackSink,
     DeliveryEvent,
+    Event,
     JsonLinesSink,
     LoggingSink,
     RecallEvent,
+    Sink,
     Telemetry,
 )
 
 __all__ = [
+    "AbortSignal",
+    "BODY_BUDGET",
     "CallbackSink",
+    "ConfigError",
+    "ConsumePoint",
     "Delivery",
     "DeliveryEvent",
+    "Event",
+    "Evidence",
+    "FastHeuristic",
+    "FastResult",
+    "GateSettings",
     "INITIAL_WAIT_MS",
     "JsonLinesSink",
     "LoggingSink",
-    "RecallEvent",
-    "RecallSession",
-    "Recaller",
-    "SyncRecallSession",
-    "Telemetry",
-    "render_memories",
+    "MAX_FAST_DOCS",
     "MAX_MODEL_DOCS",
-    "ModelSelector",
-    "Selection",
-    "SelectorConfig",
-    "load_selector_config",
-    "ConfigError",
-    "FastHeuristic",
-    "FastResult",
     "MemoryParseError",
     "MemoryStoreError",
+    "ModelSelector",
+    "Phase",
+    "Placement",
+    "RecallEvent",
     "RecallKitError",
+    "RecallSession",
+    "Recaller",
     "ScoredDoc",
+    "Selection",
+    "SelectorConfig",
+    "Sink",
+    "SlotMatch",
+    "SnapshotSource",
+    "Strategy",
+    "SyncRecallSession",
+    "Telemetry",
+    "load_selector_config",
+    "render_memories",
 ]

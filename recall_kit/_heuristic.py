@@ -97,7 +97,9 @@ GENERIC_WORDS = frozenset(
 )
 
 
-class _Subscribable(Protocol):
+class SnapshotSource(Protocol):
+    """What a heuristic can follow: a store, or anything that serves snapshots and change events."""
+
     def snapshot(self) -> Snapshot: ...
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]: ...
@@ -117,7 +119,7 @@ class _Slot:
 class FastHeuristic:
     """Deterministic lexical recall over a store (kept current) or a fixed snapshot."""
 
-    def __init__(self, source: _Subscribable | Snapshot, *, gate: GateSettings | None = None) -> None:
+    def __init__(self, source: SnapshotSource | Snapshot, *, gate: GateSettings | None = None) -> None:
         self.gate = gate or GateSettings()
         self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
         self._update_lock = threading.Lock()  # serialises updates; never taken by a query

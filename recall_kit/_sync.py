@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
-from recall_kit._errors import RecallKitError
+from memory_store import RecallKitError
 from recall_kit._handle import AbortSignal
 
 if TYPE_CHECKING:
-    from recall_kit._session import ConsumePoint, Delivery, Recaller, RecallSession
+    from recall_kit._kinds import ConsumePoint
+    from recall_kit._session import Delivery, Recaller, RecallSession
 
 T = TypeVar("T")
 
@@ -80,7 +82,10 @@ class SyncRecallSession:
         if self._closed:
             getattr(awaitable, "close", lambda: None)()  # never started: no "never awaited" warning
             raise RecallKitError("SyncRecallSession is closed")
-        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
+            _as_coroutine(awaitable), self._loop
+        )
+        return future.result()
 
     def _call(self, fn: Callable[[], T]) -> T:
         async def invoke() -> T:
@@ -89,5 +94,5 @@ class SyncRecallSession:
         return self._await(invoke())
 
 
-async def _as_coroutine(awaitable: Awaitable[Any]) -> Any:
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable

@@ -109,7 +109,7 @@ class Telemetry:
     """Fans events out to sinks. A sink that raises is logged once per call and skipped."""
 
     def __init__(self, *sinks: Sink | Callable[[Event], object]):
-        self.sinks: list[Sink] = [s if hasattr(s, "emit") else CallbackSink(s) for s in sinks]  # type: ignore[arg-type]
+        self.sinks: list[Sink] = [s if hasattr(s, "emit") else CallbackSink(s) for s in sinks]
 
     def emit(self, event: Event) -> None:
         for sink in self.sinks:

@@ -60,7 +60,7 @@ class RecordedRequest:
 
     @property
     def response_format_type(self) -> str:
-        return (self.response_format or {}).get("type", "text")
+        return str((self.response_format or {}).get("type", "text"))
 
     @property
     def user_message(self) -> str:
