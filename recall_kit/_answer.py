@@ -70,8 +70,8 @@ def _escapes(ref: str) -> bool:
 
 
 def _shown(item: Any) -> str:
-    text = item if isinstance(item, str) else json.dumps(item, default=repr)
-    return text[:200]
+    # not cut here: the selector redacts secrets from the whole text first, then cuts
+    return item if isinstance(item, str) else json.dumps(item, default=repr)
 
 
 def validate_selection(raw: list[Any], manifest_docs: Mapping[str, MemoryDoc]) -> Verdict:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from recall_kit._errors import ConfigError
+from recall_kit._secrets import clean_api_key
 
 CONFIG_FILE_NAME = "recall-kit.toml"
 DEFAULT_TIMEOUT_S = 30.0
@@ -29,6 +30,8 @@ class SelectorConfig:
     api_key: str | None = field(default=None, repr=False)
     timeout: float = DEFAULT_TIMEOUT_S
     config_file: Path | None = None  # the recall-kit.toml that was read, if any
+    # setting -> where its value came from ("argument", "environment variable RECALL_KIT_MODEL", ...)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def configured(self) -> bool:
@@ -87,19 +90,32 @@ def load_selector_config(
     path = Path(config_path) if config_path is not None else Path.cwd() / CONFIG_FILE_NAME
     read_file = config_path is not None or path.is_file()
     file_table: Mapping[str, Any] = _read_toml(path) if read_file else {}
-    origin = str(path)
+    sources: dict[str, str] = {}
 
-    def pick(arg: Any, env_name: str, key: str, generic_env: str | None = None) -> Any:
-        for value in (arg, env.get(env_name), file_table.get(key)):
+    def pick(name: str, arg: Any, env_name: str, generic_env: str | None = None) -> tuple[Any, str]:
+        """The value for setting ``name`` and where it came from, highest precedence first."""
+        candidates = [
+            (arg, f"argument {name}"),
+            (env.get(env_name), f"environment variable {env_name}"),
+            (file_table.get(name), f"{path} [selector] {name}"),
+        ]
+        if generic_env:
+            candidates.append((env.get(generic_env), f"environment variable {generic_env}"))
+        for value, origin in candidates:
             if value not in (None, ""):
-                return value
-        return env.get(generic_env) if generic_env else None
+                sources[name] = origin
+                return value, origin
+        return None, "default"
 
-    raw_timeout = pick(timeout, "RECALL_KIT_TIMEOUT", "timeout")
+    url, url_origin = pick("base_url", base_url, "RECALL_KIT_BASE_URL", "OPENAI_BASE_URL")
+    name, model_origin = pick("model", model, "RECALL_KIT_MODEL")
+    key, key_origin = pick("api_key", api_key, "RECALL_KIT_API_KEY", "OPENAI_API_KEY")
+    raw_timeout, timeout_origin = pick("timeout", timeout, "RECALL_KIT_TIMEOUT")
     return SelectorConfig(
-        base_url=_text(pick(base_url, "RECALL_KIT_BASE_URL", "base_url", "OPENAI_BASE_URL"), origin, "base_url"),
-        model=_text(pick(model, "RECALL_KIT_MODEL", "model"), origin, "model"),
-        api_key=_text(pick(api_key, "RECALL_KIT_API_KEY", "api_key", "OPENAI_API_KEY"), origin, "api_key"),
-        timeout=DEFAULT_TIMEOUT_S if raw_timeout is None else _timeout(raw_timeout, origin),
+        base_url=_text(url, url_origin, "base_url"),
+        model=_text(name, model_origin, "model"),
+        api_key=clean_api_key(_text(key, key_origin, "api_key"), key_origin),
+        timeout=DEFAULT_TIMEOUT_S if raw_timeout is None else _timeout(raw_timeout, timeout_origin),
         config_file=path if read_file else None,
+        sources=sources,
     )

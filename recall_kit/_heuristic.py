@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -17,10 +18,15 @@ from rapidfuzz.distance import OSA
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._kinds import Strategy
+from recall_kit._text import clip_prompt
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
 
 MAX_FAST_DOCS = 2
+# A prompt is read by its head and tail only, so the fast stage's work is bounded whatever the
+# prompt's size (a pasted log, a whole file). Every query of the eval datasets fits whole.
+PROMPT_HEAD_CHARS = PROMPT_TAIL_CHARS = 1024
+QUERY_HEAD_TOKENS = QUERY_TAIL_TOKENS = 64
 RANKED_LIMIT = 50
 
 # Field order in the index; name, description and keywords are what a memory is "about".
@@ -126,18 +132,18 @@ class FastHeuristic:
         self._index = FieldIndex(FIELD_WEIGHTS)
         self._docs: Mapping[str, MemoryDoc] = {}
         self._version = -1
-        self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe: Callable[[], object] | None = None
         if isinstance(source, Snapshot):
             self.apply(source)
         else:
-            self._unsubscribe = source.subscribe(self.apply)
+            self._unsubscribe = _follow_weakly(source, self)
             self.apply(source.snapshot())
 
     def rank(
         self, query: str, *, exclude: Collection[str] = ()
     ) -> tuple[tuple[ScoredDoc, ...], list[Evidence], int]:
         """The ungated ranking, the gate's evidence for its first two, and documents scored."""
-        tokens = analyze(query)
+        tokens = _bounded(analyze(clip_prompt(query, PROMPT_HEAD_CHARS, PROMPT_TAIL_CHARS)))
         with self._lock:
             index, docs = self._index, self._docs
             slots = _query_slots(index, tokens)
@@ -153,7 +159,7 @@ class FastHeuristic:
         return self._version
 
     def close(self) -> None:
-        """Stop following the store."""
+        """Stop following the store (a heuristic that is dropped unclosed stops by itself)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -344,3 +350,27 @@ def _doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
         fields.append([token.term for token in tokens])
         surfaces.extend(token.surface for token in tokens if token.surface)
     return tuple(fields), surfaces
+
+
+def _bounded(tokens: list[Token]) -> list[Token]:
+    """At most the first and last 64 tokens of a query."""
+    if len(tokens) <= QUERY_HEAD_TOKENS + QUERY_TAIL_TOKENS:
+        return tokens
+    return tokens[:QUERY_HEAD_TOKENS] + tokens[-QUERY_TAIL_TOKENS:]
+
+
+def _follow_weakly(source: SnapshotSource, heuristic: FastHeuristic) -> Callable[[], object]:
+    """Subscribe ``heuristic`` to ``source`` without the store keeping it alive. Returns the
+    unsubscribe call, which runs at most once: on close(), or when the heuristic is collected."""
+    apply = weakref.WeakMethod(heuristic.apply)
+    stop: list[weakref.finalize] = []  # type: ignore[type-arg]
+
+    def follow(snapshot: Snapshot) -> None:
+        method = apply()
+        if method is None:
+            stop[0]()
+        else:
+            method(snapshot)
+
+    stop.append(weakref.finalize(heuristic, source.subscribe(follow)))
+    return stop[0]

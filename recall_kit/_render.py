@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from typing import Iterable
 
 from memory_store import MemoryDoc
 from recall_kit._text import format_age, one_line
 
-BODY_BUDGET = 1200  # characters of body per document (DESIGN.md section 5)
+BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
 WRAPPER_TAG = "recalled-memories"
 DOC_TAG = "memory"
 HEADING = "# Recalled memories"
@@ -26,9 +27,43 @@ _TAG_PATTERN = re.compile(
 )
 
 
+_FIELD_LABELS = ("Title", "Reference", "Age", "Description")
+_FORGED_FIELD = re.compile(r"^(?=[ \t]*(?:" + "|".join(_FIELD_LABELS) + r"):)", re.MULTILINE | re.IGNORECASE)
+
+
+def _fold(ch: str) -> str:
+    """One character as a tag matcher sees it: compatibility forms folded (full-width ＜ and
+    letters, small-form ﹤) and invisible format characters (zero-width space, joiners) dropped."""
+    if ch.isascii():
+        return ch
+    if unicodedata.category(ch) == "Cf":
+        return ""
+    folded = unicodedata.normalize("NFKC", ch)
+    return folded if len(folded) == 1 else ch
+
+
 def neutralize(text: str) -> str:
-    """Escape any protected tag in memory-supplied text so it reads as text, not markup."""
-    return _TAG_PATTERN.sub(r"&lt;\1", text)
+    """Escape any protected tag in memory-supplied text so it reads as text, not markup.
+
+    Tags are found in a folded view of the text, so `<\u200b/memory>` and `＜/ｍｅｍｏｒｙ＞` count;
+    the escape is applied to the original characters."""
+    if text.isascii():
+        return _TAG_PATTERN.sub(r"&lt;\1", text)
+    folded: list[str] = []
+    origin: list[int] = []  # index in ``text`` of each folded character
+    for i, ch in enumerate(text):
+        for piece in _fold(ch):
+            folded.append(piece)
+            origin.append(i)
+    starts = {origin[m.start()] for m in _TAG_PATTERN.finditer("".join(folded))}
+    if not starts:
+        return text
+    return "".join("&lt;" if i in starts else ch for i, ch in enumerate(text))
+
+
+def _unforgeable_body(body: str) -> str:
+    """A body line that looks like one of the block's own fields is marked as body text."""
+    return _FORGED_FIELD.sub(lambda _: "\\", body)
 
 
 def _one_line(text: str) -> str:
@@ -58,7 +93,7 @@ def render_doc(doc: MemoryDoc, *, now: float, body_budget: int = BODY_BUDGET) ->
         f"Age: {format_age(now - doc.mtime, compact=False)}",
         f"Description: {_one_line(doc.description)}",
     ]
-    body = neutralize(doc.body.strip())
+    body = _unforgeable_body(neutralize(doc.body.strip()))
     if body:
         lines += ["", _truncate(body, body_budget, ref)]
     lines.append(f"</{DOC_TAG}>")

@@ -21,12 +21,17 @@ from recall_kit._answer import ANSWER_KEY, MAX_MODEL_DOCS, AnswerError, parse_an
 from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
 from recall_kit._errors import ConfigError
 from recall_kit._kinds import Strategy
+from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
+from recall_kit._text import one_line
 from recall_kit._manifest import Manifest, build_manifest, user_message
 
 logger = logging.getLogger("recall_kit.selector")
 
 ResponseMode = Literal["json_schema", "json_object", "text"]
 RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
+ERROR_SNIPPET_CHARS = 160  # of a server's error message in a fallback reason
+REJECTED_REF_CHARS = 200  # of a rejected reference as shown
+ERROR_SCAN_BYTES = 16_384  # of an error body read for its message
 MAX_BODY_BYTES = 1 << 20  # a selection answer is tiny; more is a broken or hostile server
 MAX_ANSWER_TOKENS = 256  # five references fit in ~150 tokens; a cap stops a small model's runaway output
 DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, then the single retry
@@ -113,13 +118,16 @@ def _message_content(body: bytes) -> str:
     return content
 
 
-def _error_snippet(body: bytes) -> str:
+def _error_snippet(body: bytes, redact: Redactor) -> str:
+    """The server's error message as one short line, redacted before it is cut."""
     try:
-        error = json.loads(body).get("error", body)
-        message = error.get("message", "") if isinstance(error, dict) else str(error)
+        error = json.loads(body).get("error", "")
+        message = error.get("message", "") if isinstance(error, dict) else error
     except (ValueError, AttributeError):
-        message = body[:200].decode("utf-8", "replace")
-    return " ".join(str(message).split())[:160]
+        message = body[:ERROR_SCAN_BYTES].decode("utf-8", "replace")
+    if not isinstance(message, str):
+        message = json.dumps(message)[:ERROR_SCAN_BYTES]
+    return redact(one_line(message[:ERROR_SCAN_BYTES]), ERROR_SNIPPET_CHARS)
 
 
 class ModelSelector:
@@ -132,10 +140,14 @@ class ModelSelector:
             raise ConfigError("ModelSelector needs a base URL and a model name")
         if not timeout > 0:
             raise ConfigError(f"timeout must be positive, got {timeout!r}")
-        self.base_url = base_url.rstrip("/")
+        url = split_url_credentials(base_url)
+        self._request_url = url.request_url.rstrip("/")
+        self._auth = url.auth  # credentials from the URL go out as basic auth, never in a URL
+        self.base_url = url.shown_url.rstrip("/")
         self.model = model
         self.timeout = float(timeout)
-        self._api_key = api_key or None
+        self._api_key = clean_api_key(api_key, "api_key")
+        self._redact = Redactor((self._api_key, *url.secrets))
         self._http: httpx.AsyncClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
 
@@ -240,18 +252,22 @@ class ModelSelector:
             response_mode=mode,
         )
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
     def _redact_refs(self, rejected: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
         # A hostile server could put the key into the model's answer; it still goes nowhere.
-        return tuple((self._redact(ref), reason) for ref, reason in rejected)
+        return tuple((self._redact(ref, REJECTED_REF_CHARS), reason) for ref, reason in rejected)
 
-    def _client(self) -> httpx.AsyncClient:
+    async def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:  # connections belong to one loop
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
-            self._http_loop = loop
+            # building the client loads the TLS trust store (tens of ms): not on the event loop
+            client = await asyncio.to_thread(
+                httpx.AsyncClient, timeout=httpx.Timeout(self.timeout), auth=self._auth
+            )
+            if self._http is not None and self._http_loop is loop:  # another call won the race
+                await client.aclose()
+            else:
+                self._http, self._http_loop = client, loop
+        assert self._http is not None
         return self._http
 
     async def _complete(self, query: str, manifest: Manifest) -> tuple[str, ResponseMode]:
@@ -293,14 +309,15 @@ class ModelSelector:
                 retried = True
                 await asyncio.sleep(delay)
                 continue
-            detail = "" if status in (401, 403) else f": {_error_snippet(body)}"
+            detail = "" if status in (401, 403) else f": {_error_snippet(body, self._redact)}"
             raise _Failure(f"HTTP {status}{detail}".rstrip(": "), mode)
 
     async def _post(self, payload: dict[str, Any], mode: ResponseMode) -> tuple[int, httpx.Headers, bytes]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
-            async with self._client().stream(
-                "POST", f"{self.base_url}/chat/completions", json=payload, headers=headers
+            client = await self._client()
+            async with client.stream(
+                "POST", f"{self._request_url}/chat/completions", json=payload, headers=headers
             ) as response:
                 length = response.headers.get("content-length", "")
                 if length.isdigit() and int(length) > MAX_BODY_BYTES:

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -79,6 +80,7 @@ class Recaller:
         self.initial_wait_ms = initial_wait_ms
         self.body_budget = body_budget
         self._session_ids = itertools.count(1)
+        self._closed = False
 
     def snapshot_docs(self) -> Sequence[MemoryDoc]:
         snapshot: Snapshot = self.store.snapshot() if hasattr(self.store, "snapshot") else self.store
@@ -95,9 +97,16 @@ class Recaller:
 
     def close(self) -> None:
         """Release the heuristic this Recaller made (the selector and store stay the caller's)."""
+        self._closed = True
         close = getattr(self.heuristic, "close", None)
         if self._owns_heuristic and close is not None:
             close()
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # Like an unclosed asyncio transport: say so, and release what we hold all the same.
+        if self._owns_heuristic and not getattr(self, "_closed", True):
+            _warn(f"unclosed Recaller {self!r}; use 'with Recaller(...)' or close()", ResourceWarning, source=self)
+            self.close()
 
     def __enter__(self) -> Recaller:
         return self

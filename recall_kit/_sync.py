@@ -30,6 +30,8 @@ class SyncRecallSession:
         )
         self._thread.start()
         self._closed = False
+        self._lock = threading.Lock()  # guards _closed and _waiting
+        self._waiting: set[concurrent.futures.Future[object]] = set()  # calls in progress
         self._session: RecallSession = self._call(recaller.session)
 
     @property
@@ -56,14 +58,25 @@ class SyncRecallSession:
         self._call(self._session.reset)
 
     def close(self) -> None:
-        """Cancel what is pending, wait for the session's tasks, stop and join the loop thread."""
-        if self._closed:
-            return
-        self._await(self._shutdown())
-        self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        """Cancel what is pending, wait for the session's tasks, stop and join the loop thread.
+
+        A call another thread still waits in is woken with RecallKitError."""
+        if threading.current_thread() is self._thread:
+            raise RecallKitError("SyncRecallSession.close() called from its own loop thread")
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            with self._lock:
+                stranded, self._waiting = self._waiting, set()
+            for waiter in stranded:
+                _fail(waiter, RecallKitError("SyncRecallSession was closed while this call waited"))
+            self._loop.close()
 
     def __enter__(self) -> SyncRecallSession:
         return self
@@ -79,13 +92,20 @@ class SyncRecallSession:
             await selector.aclose()
 
     def _await(self, awaitable: Awaitable[T]) -> T:
-        if self._closed:
-            getattr(awaitable, "close", lambda: None)()  # never started: no "never awaited" warning
-            raise RecallKitError("SyncRecallSession is closed")
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
-            _as_coroutine(awaitable), self._loop
-        )
-        return future.result()
+        with self._lock:
+            if self._closed:
+                getattr(awaitable, "close", lambda: None)()  # never started: no "never awaited" warning
+                raise RecallKitError("SyncRecallSession is closed")
+            # our own waiter, not the loop's future: close() can fail it once the loop is gone
+            waiter: concurrent.futures.Future[object] = concurrent.futures.Future()
+            self._waiting.add(waiter)
+            running = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop)
+        running.add_done_callback(lambda done: _copy_outcome(done, waiter))
+        try:
+            return waiter.result()  # type: ignore[return-value]  # the coroutine's own T
+        finally:
+            with self._lock:
+                self._waiting.discard(waiter)
 
     def _call(self, fn: Callable[[], T]) -> T:
         async def invoke() -> T:
@@ -96,3 +116,22 @@ class SyncRecallSession:
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+def _copy_outcome(done: concurrent.futures.Future[T], waiter: concurrent.futures.Future[object]) -> None:
+    if done.cancelled():
+        _fail(waiter, RecallKitError("SyncRecallSession was closed while this call waited"))
+    elif (error := done.exception()) is not None:
+        _fail(waiter, error)
+    else:
+        try:
+            waiter.set_result(done.result())
+        except concurrent.futures.InvalidStateError:
+            pass  # close() already woke the caller
+
+
+def _fail(waiter: concurrent.futures.Future[object], error: BaseException) -> None:
+    try:
+        waiter.set_exception(error)
+    except concurrent.futures.InvalidStateError:
+        pass  # already settled

@@ -90,6 +90,11 @@ class Reply:
         return cls("error", status=status, message=message, retry_after=after)
 
     @classmethod
+    def raw_error(cls, status: int, body: str) -> "Reply":
+        """An error status whose body is exactly ``body``, not the usual ``{"error": ...}``."""
+        return cls("raw_error", status=status, message=body)
+
+    @classmethod
     def reject_json_schema(cls) -> "Reply":
         return cls.error(400, "response_format type json_schema is not supported")
 

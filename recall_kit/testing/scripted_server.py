@@ -272,6 +272,9 @@ class ScriptedChatServer:
             extra = {"retry-after": reply.retry_after} if reply.retry_after is not None else {}
             await self._send(connection, reply.status, {"error": {"message": reply.message}}, extra)
             return True
+        if reply.kind == "raw_error":
+            await self._send_raw(connection, reply.status, reply.message.encode())
+            return True
         if reply.kind == "malformed_body":
             await self._send_raw(connection, 200, b"<html>this is not a completion</html>", "text/html")
             return True

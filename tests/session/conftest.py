@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make session_s
 
 from memory_store import MemoryStore  # noqa: E402
 from recall_kit.testing import ScriptedChatServer  # noqa: E402
-from session_support import MEMORIES, SCOPE, EventLog  # noqa: E402
+from session_support import MADE, MEMORIES, SCOPE, EventLog  # noqa: E402
 from recall_kit.testing.datasets import write_memory  # noqa: E402
 
 
@@ -44,6 +44,13 @@ def chat_server() -> Iterator[Callable[..., ScriptedChatServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def close_recallers() -> Iterator[None]:
+    yield
+    while MADE:
+        MADE.pop().close()
 
 
 @pytest.fixture

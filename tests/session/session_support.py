@@ -81,10 +81,14 @@ class EventLog:
                 raise TimeoutError("telemetry condition not met in time")
 
 
+MADE: list[Recaller] = []  # closed after each test by the conftest
+
+
 def make_recaller(store: MemoryStore, log: EventLog, server: ScriptedChatServer | None = None,
                   **options: Any) -> Recaller:
     selector = ModelSelector(server.base_url, "scripted") if server is not None else None
-    return Recaller(store, selector, telemetry=Telemetry(log), **options)
+    MADE.append(Recaller(store, selector, telemetry=Telemetry(log), **options))
+    return MADE[-1]
 
 
 def run(coro: Any) -> Any:

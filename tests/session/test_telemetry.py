@@ -90,6 +90,7 @@ def test_session_events_reach_a_json_lines_file_and_a_broken_sink_changes_nothin
         return delivery.refs
 
     assert asyncio.run(turn()) == (DB,)
+    recaller.close()
     sink.close()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(e["kind"], e.get("point")) for e in lines] == [("recall", None), ("delivery", "initial")]

@@ -1,0 +1,112 @@
+"""Keeping credentials out of everything we print, log or return.
+
+Redaction runs on the whole text before anything is cut, and also removes every run of the text that
+matches a fragment of a secret of ``FRAGMENT`` characters or more, so a secret echoed in part (or cut
+by someone else) leaks no recognisable piece either.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import httpx
+
+from recall_kit._errors import ConfigError
+
+MASK = "***"
+FRAGMENT = 8  # a shorter run matching part of a key is too common to mean anything
+_SCAN_SLACK = 4096  # characters kept beyond a cut before redaction, so a secret across it is seen whole
+
+
+class Redactor:
+    """Masks the given secrets, and any run of 8 or more characters taken from one, in text."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self._fragments = frozenset(
+            s[i : i + FRAGMENT] for s in self._secrets if len(s) >= FRAGMENT for i in range(len(s) - FRAGMENT + 1)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def __call__(self, text: str, limit: int | None = None) -> str:
+        """``text`` with every secret masked, then cut to ``limit`` characters."""
+        if limit is not None:
+            text = text[: limit + _SCAN_SLACK]
+        if self._secrets:
+            for secret in self._secrets:
+                text = text.replace(secret, MASK)
+            text = self._mask_fragments(text)
+        return text if limit is None else text[:limit]
+
+    def _mask_fragments(self, text: str) -> str:
+        if not self._fragments or len(text) < FRAGMENT:
+            return text
+        covered = bytearray(len(text))
+        for i in range(len(text) - FRAGMENT + 1):
+            if text[i : i + FRAGMENT] in self._fragments:
+                covered[i : i + FRAGMENT] = b"\x01" * FRAGMENT
+        if not any(covered):
+            return text
+        out: list[str] = []
+        masking = False
+        for ch, hidden in zip(text, covered):
+            if hidden:
+                if not masking:
+                    out.append(MASK)
+                masking = True
+            else:
+                out.append(ch)
+                masking = False
+        return "".join(out)
+
+
+def clean_api_key(key: str | None, origin: str) -> str | None:
+    """Surrounding whitespace is stripped; a key with an invisible, control or non-ASCII character
+    left inside (a copy-paste accident) is refused, since it can never authenticate."""
+    if key is None:
+        return None
+    key = key.strip().strip("\u200b\u200c\u200d\u2060\ufeff\u00a0\u202f").strip()
+    if not key:
+        return None
+    for position, ch in enumerate(key, start=1):
+        if not (ch.isascii() and ch.isprintable()) or ch.isspace() or unicodedata.category(ch) == "Cf":
+            raise ConfigError(
+                f"{origin}: the API key has an invisible or non-ASCII character at position {position} "
+                f"(U+{ord(ch):04X}); copy it again"
+            )
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class UrlParts:
+    """A base URL taken apart: what to request, what to show, and the credentials it carried."""
+
+    request_url: str  # without credentials (httpx logs request URLs)
+    shown_url: str  # credentials masked
+    auth: httpx.BasicAuth | None
+    secrets: tuple[str, ...]
+
+
+def split_url_credentials(url: str) -> UrlParts:
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return UrlParts(url, url, None, ())
+    if not parsed.userinfo:
+        return UrlParts(url, url, None, ())
+    bare = str(parsed.copy_with(username=None, password=None))
+    return UrlParts(
+        request_url=bare,
+        shown_url=bare.replace("://", f"://{MASK}@", 1),
+        auth=httpx.BasicAuth(parsed.username, parsed.password),
+        secrets=tuple(s for s in (parsed.username, parsed.password) if s),
+    )
+
+
+def display_url(url: str | None) -> str | None:
+    """``url`` with any credentials in it masked: safe to print, log or put in JSON."""
+    return None if url is None else split_url_credentials(url).shown_url
