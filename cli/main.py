@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 
@@ -14,8 +16,18 @@ def cli() -> None:
 def _register() -> None:
     # Commands register themselves here; one module per command keeps them small.
     from recall_kit_cli import commands  # noqa: F401
+    from recall_kit_cli.integrations.commands import hook, mcp, serve
+
+    cli.add_command(serve)
+    cli.add_command(hook)
+    cli.add_command(mcp)
 
 
 def main() -> None:
+    if sys.argv[1:3] == ["hook", "claude-code"] and not {"-h", "--help"} & set(sys.argv[3:]):
+        # runs on every prompt and tool call: skip loading the other commands and the engine
+        from recall_kit_cli.integrations.hook import run_claude_code
+
+        sys.exit(run_claude_code(sys.argv[3:]))
     _register()
     cli()

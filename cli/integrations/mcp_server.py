@@ -1,0 +1,265 @@
+"""`recall-kit mcp`: the memories for any MCP client over stdio (official ``mcp`` SDK).
+
+Tools: ``search_memories``, ``read_memory``, ``recall``, ``remember``; every memory is also a
+resource (``memory://<ref>``). One stdio connection is one MCP session, so one RecallSession.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import mcp.types as mcp_types
+import yaml
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+
+from memory_store import (
+    DEFAULT_MAX_BYTES,
+    MEMORY_TYPES,
+    MemoryParseError,
+    MemoryStore,
+    MemoryStoreError,
+    atomic_write,
+    parse_memory,
+)
+from recall_kit import FastHeuristic, ModelSelector, Recaller, RecallSession, SelectorConfig
+
+URI_SCHEME = "memory://"
+MAX_SEARCH_LIMIT = 50
+MAX_SLUG_CHARS = 60
+
+
+class RefusedRef(Exception):
+    """A ref that does not name a memory file inside one of the roots."""
+
+
+class MemoryService:
+    """What the tools do, on one watched store; the MCP layer only adapts arguments and errors."""
+
+    def __init__(self, roots: list[str], selector_config: SelectorConfig | None = None) -> None:
+        self.store = MemoryStore.open(*roots, watch=True)
+        self._roots = {label: Path(path) for label, path in self.store.roots}
+        self.heuristic = FastHeuristic(self.store)
+        self.selector = ModelSelector.from_config(selector_config) if selector_config else None
+        self.recaller = Recaller(self.store, self.selector, heuristic=self.heuristic)
+        self._session: RecallSession | None = None
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self.selector is not None:
+            await self.selector.aclose()
+        self.heuristic.close()
+        self.store.close()
+
+    # --- tools ----------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int) -> list[dict[str, Any]]:
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
+        ranked, _evidence, _scanned = self.heuristic.rank(query)
+        return [
+            {
+                "ref": s.doc.ref,
+                "name": s.doc.name,
+                "description": s.doc.description,
+                "type": s.doc.type,
+                "score": round(s.score, 4),
+            }
+            for s in ranked[:limit]
+        ]
+
+    def read(self, ref: str) -> str:
+        path = self.resolve(ref)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(DEFAULT_MAX_BYTES + 1)
+        except OSError as exc:
+            raise RefusedRef(f"cannot read {ref!r}: {exc.strerror}") from None
+        if len(data) > DEFAULT_MAX_BYTES:
+            raise RefusedRef(f"{ref!r} is over {DEFAULT_MAX_BYTES} bytes")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RefusedRef(f"{ref!r} is not UTF-8 text") from None
+
+    def resolve(self, ref: str) -> Path:
+        """The file a ref names, only when it is a .md file inside its root after resolving symlinks."""
+        label, _, rel = ref.partition("/")
+        root = self._roots.get(label)
+        if root is None:
+            raise RefusedRef(f"unknown root {label!r} in {ref!r}; refs look like <root>/<path>.md, roots: {sorted(self._roots)}")
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+            raise RefusedRef(f"refused {ref!r}: only plain paths inside the root")
+        if not rel.endswith(".md"):
+            raise RefusedRef(f"refused {ref!r}: not a markdown file")
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(root / rel)
+        if os.path.commonpath([real_root, real]) != real_root:
+            raise RefusedRef(f"refused {ref!r}: it leads outside the root")
+        if not os.path.isfile(real):
+            raise RefusedRef(f"no memory file {ref!r}")
+        return Path(real)
+
+    async def recall(self, prompt: str) -> str:
+        if self._session is None:
+            self._session = self.recaller.session()
+        self._session.begin(prompt)
+        delivery = await self._session.consume("initial")
+        return delivery.text if delivery is not None else ""
+
+    def remember(
+        self,
+        name: str,
+        description: str,
+        type: str,
+        body: str,
+        keywords: list[str] | None,
+        overwrite: bool,
+        root: str | None,
+    ) -> dict[str, Any]:
+        label = root or next(iter(self._roots))
+        folder = self._roots.get(label)
+        if folder is None:
+            raise ValueError(f"unknown root {label!r}; one of {sorted(self._roots)}")
+        fields: dict[str, Any] = {"name": name, "description": description, "type": type}
+        if keywords:
+            fields["keywords"] = list(keywords)
+        front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
+        text = f"---\n{front}---\n{body.rstrip()}\n"
+        doc = parse_memory(text, max_bytes=DEFAULT_MAX_BYTES)  # the store's own rules, before any write
+        if doc.type not in MEMORY_TYPES:  # parse_memory already refuses these; the folder name relies on it
+            raise ValueError(f"unknown type {type!r}")
+        rel = f"{doc.type}/{slug(doc.name)}.md"
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        existed = target.exists()
+        if existed and not overwrite:
+            raise FileExistsError(f"{label}/{rel} already exists; pass overwrite=true to replace it")
+        if overwrite:
+            atomic_write(target, text)
+        else:
+            _create_new(target, text)
+        return {"ref": f"{label}/{rel}", "path": str(target), "overwritten": existed}
+
+
+def _create_new(target: Path, text: str) -> None:
+    """Write the whole file under a hidden name, then link it into place: never replaces a file."""
+    temp = target.with_name(f".{target.name}.new")
+    atomic_write(temp, text)
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise FileExistsError(f"{target.name} appeared meanwhile; pass overwrite=true to replace it") from None
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def slug(name: str) -> str:
+    words = re.sub(r"[^\w]+", "-", name.lower(), flags=re.UNICODE).strip("-_")
+    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+
+
+def ref_uri(ref: str) -> str:
+    return URI_SCHEME + "/".join(quote(part, safe="") for part in ref.split("/"))
+
+
+class RecallMCPServer(MCPServer):
+    """MCPServer whose resources are the store's current memories, listed and read on demand."""
+
+    def __init__(self, service: MemoryService) -> None:
+        super().__init__("recall-kit", instructions=_INSTRUCTIONS, log_level="WARNING")
+        self.service = service
+        self._register_tools()
+
+    async def list_resources(self) -> list[mcp_types.Resource]:
+        docs = self.service.store.snapshot().docs
+        return [
+            mcp_types.Resource(
+                uri=ref_uri(ref), name=ref, title=doc.name, description=doc.description, mime_type="text/markdown"
+            )
+            for ref, doc in sorted(docs.items())
+        ]
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        text = str(uri)
+        if not text.startswith(URI_SCHEME):
+            return await super().read_resource(uri, context)
+        ref = "/".join(unquote(part) for part in text[len(URI_SCHEME) :].split("/"))
+        try:
+            content = self.service.read(ref)
+        except RefusedRef as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+        return [ReadResourceContents(content=content, mime_type="text/markdown")]
+
+    def _register_tools(self) -> None:
+        service = self.service
+
+        @self.tool()
+        def search_memories(query: str, limit: int = 10) -> list[dict[str, Any]]:
+            """Rank the memories for a query: refs, names, descriptions, types and scores, best first."""
+            try:
+                return service.search(query, limit)
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+
+        @self.tool()
+        def read_memory(ref: str) -> str:
+            """The full text of one memory file, by its ref (<root>/<path>.md, as search_memories gives)."""
+            try:
+                return service.read(ref)
+            except RefusedRef as exc:
+                raise ToolError(str(exc)) from None
+
+        @self.tool()
+        async def recall(prompt: str) -> str:
+            """The memories relevant to a prompt, rendered; a memory is handed over once per session."""
+            return await service.recall(prompt)
+
+        @self.tool()
+        def remember(
+            name: str,
+            description: str,
+            type: str,
+            body: str,
+            keywords: list[str] | None = None,
+            overwrite: bool = False,
+            root: str | None = None,
+        ) -> dict[str, Any]:
+            """Save a memory as <root>/<type>/<slug of name>.md (type: user, feedback, project or
+            reference); refuses to replace an existing file unless overwrite is true."""
+            try:
+                return service.remember(name, description, type, body, keywords, overwrite, root)
+            except (MemoryParseError, MemoryStoreError, ValueError, FileExistsError) as exc:
+                raise ToolError(f"not saved: {exc}") from None
+
+
+_INSTRUCTIONS = (
+    "recall-kit serves markdown memories. Call `recall` with the user's request to get the memories "
+    "that apply (each is given once per session), `search_memories` to browse, `read_memory` for a full "
+    "file, and `remember` to save a new memory."
+)
+
+
+def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = None) -> None:
+    import anyio
+
+    service = MemoryService(roots, selector_config)
+    server = RecallMCPServer(service)
+
+    async def run() -> None:
+        try:
+            await server.run_stdio_async()
+        finally:
+            await service.aclose()
+
+    anyio.run(run)
+
+
+__all__ = ["MemoryService", "RecallMCPServer", "RefusedRef", "ResourceError", "serve_stdio", "slug"]

@@ -1,0 +1,149 @@
+"""Integration tests: the installed `recall-kit` as real processes, with HOME and the XDG folders in
+tmp_path so nothing touches the real user's; every daemon a test starts is stopped in teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "memories"
+RECALL_KIT = str(Path(sys.executable).parent / "recall-kit")
+DEPLOY_PROMPT = "how do I deploy ledgerline to production?"
+
+
+class Env:
+    """A private user environment: HOME, XDG folders, and the daemon's socket inside them."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.vars = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(base / "home"),
+            "XDG_RUNTIME_DIR": str(base / "run"),
+            "XDG_STATE_HOME": str(base / "state"),
+            "XDG_CACHE_HOME": str(base / "cache"),
+            "LANG": "C.UTF-8",
+        }
+        for key in ("HOME", "XDG_RUNTIME_DIR"):
+            Path(self.vars[key]).mkdir(mode=0o700, parents=True)
+        self.socket = base / "run" / "recall-kit" / "daemon.sock"
+        self.lock = base / "run" / "recall-kit" / "daemon.lock"
+        self.hook_log = base / "state" / "recall-kit" / "hook.log"
+
+    def run(self, *args: str, input: bytes | str | None = None, timeout: float = 30, cwd: Path | None = None) -> subprocess.CompletedProcess[Any]:
+        data = input.encode() if isinstance(input, str) else input
+        return subprocess.run(
+            [RECALL_KIT, *args], input=data, capture_output=True, env=self.vars, timeout=timeout, cwd=cwd or self.base
+        )
+
+    def hook(self, payload: dict[str, Any] | str, *roots: Path, timeout: float = 30) -> subprocess.CompletedProcess[Any]:
+        args = ["hook", "claude-code"]
+        for root in roots:
+            args += ["--root", str(root)]
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        return self.run(*args, input=data, timeout=timeout)
+
+    def request(self, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(str(self.socket))
+            sock.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+            reader = sock.makefile("rb")
+            return [json.loads(reader.readline()) for _ in messages]
+
+    def daemon_pid(self) -> int | None:
+        try:
+            text = self.lock.read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text else None
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 10.0) -> None:
+    """Poll an observable condition with a bound (not a sleep standing in for an event)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_daemon(env: Env) -> None:
+    """SIGTERM whatever daemon holds this environment's lock, and wait until it is gone."""
+    pid = env.daemon_pid()
+    if pid is None or not pid_alive(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    wait_for(lambda: not pid_alive(pid), f"daemon {pid} to exit")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    environment = Env(tmp_path)
+    yield environment
+    stop_daemon(environment)
+
+
+@pytest.fixture
+def memories(tmp_path: Path) -> Path:
+    root = tmp_path / "memories"
+    shutil.copytree(EXAMPLES, root)
+    return root
+
+
+class Daemon:
+    """A `recall-kit serve` process started by a test, ready once it printed its ready line."""
+
+    def __init__(self, env: Env, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [RECALL_KIT, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.vars
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # blocks until the daemon listens (or dies)
+        if not line:
+            raise AssertionError(f"daemon died: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+        self.ready = json.loads(line)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        return code
+
+
+@pytest.fixture
+def daemon(env: Env) -> Iterator[Daemon]:
+    started = Daemon(env)
+    yield started
+    started.stop()

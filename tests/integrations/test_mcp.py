@@ -1,0 +1,117 @@
+"""`recall-kit mcp` driven by the official SDK's own client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+import pytest
+from integration_support import DEPLOY_PROMPT, RECALL_KIT, Env
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from memory_store import parse_memory
+
+
+def _drive(env: Env, roots: list[Path], body: Callable[[ClientSession], Awaitable[None]]) -> None:
+    args = ["mcp", "--fast-only"]
+    for root in roots:
+        args += ["--root", str(root)]
+    params = StdioServerParameters(command=RECALL_KIT, args=args, env=env.vars)
+
+    async def main() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await body(session)
+
+    anyio.run(main)
+
+
+async def _call(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:
+    result = await session.call_tool(tool, arguments)
+    return bool(result.is_error), result.content[0].text if result.content else ""
+
+
+def test_tools_search_read_and_recall_once(env: Env, memories: Path) -> None:
+    async def body(session: ClientSession) -> None:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert names == {"search_memories", "read_memory", "recall", "remember"}
+        result = await session.call_tool("search_memories", {"query": "deploy ledgerline", "limit": 3})
+        hits = result.structured_content["result"]
+        assert len(hits) == 3 and hits[0]["ref"] == "memories/projects/ledgerline/deploy.md"
+        assert hits[0]["name"] == "Deploying ledgerline to Fly.io" and hits[0]["score"] >= hits[1]["score"]
+        error, text = await _call(session, "read_memory", ref=hits[0]["ref"])
+        assert not error and text == (memories / "projects/ledgerline/deploy.md").read_text()
+        error, first = await _call(session, "recall", prompt=DEPLOY_PROMPT)
+        assert not error and "Deploying ledgerline to Fly.io" in first
+        error, second = await _call(session, "recall", prompt=DEPLOY_PROMPT)
+        assert not error and second == ""  # delivered once per session
+
+    _drive(env, [memories], body)
+
+
+def test_read_memory_refuses_everything_outside_the_roots(env: Env, memories: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nname: s\ndescription: s\ntype: user\n---\nsecret\n")
+    (memories / "reference" / "escape.md").symlink_to(secret)
+
+    async def body(session: ClientSession) -> None:
+        for ref in (
+            "memories/../secret.md",
+            "memories/reference/../../secret.md",
+            str(secret),
+            "/memories/user/x.md",
+            "other/x.md",
+            "memories/reference/escape.md",
+            "memories/.hidden.md",
+            "memories/projects",
+        ):
+            error, text = await _call(session, "read_memory", ref=ref)
+            assert error and "secret" not in text.split(":")[-1], (ref, text)
+
+    _drive(env, [memories], body)
+
+
+def test_remember_validates_writes_and_never_overwrites_unasked(env: Env, memories: Path) -> None:
+    async def body(session: ClientSession) -> None:
+        args = {"name": "Staging DB host", "description": "staging postgres is db-stg-2", "type": "reference",
+                "body": "Use db-stg-2.internal:5432.", "keywords": ["postgres", "staging"]}
+        error, text = await _call(session, "remember", **args)
+        assert not error, text
+        saved = json.loads(text)
+        assert saved["ref"] == "memories/reference/staging-db-host.md" and saved["overwritten"] is False
+        path = memories / "reference" / "staging-db-host.md"
+        doc = parse_memory(path.read_bytes())
+        assert (doc.name, doc.type, doc.keywords) == ("Staging DB host", "reference", ("postgres", "staging"))
+        error, text = await _call(session, "remember", **{**args, "body": "changed"})
+        assert error and "already exists" in text
+        assert "db-stg-2.internal" in path.read_text()
+        error, text = await _call(session, "remember", **{**args, "body": "changed", "overwrite": True})
+        assert not error and json.loads(text)["overwritten"] is True and "changed" in path.read_text()
+        error, text = await _call(session, "remember", **{**args, "type": "gossip"})
+        assert error and "unknown type" in text
+        error, text = await _call(session, "remember", **{**args, "name": "  "})
+        assert error and "missing 'name'" in text
+        assert not list(memories.rglob(".*.new"))
+
+    _drive(env, [memories], body)
+
+
+def test_memories_are_listed_and_readable_as_resources(env: Env, memories: Path) -> None:
+    async def body(session: ClientSession) -> None:
+        resources = (await session.list_resources()).resources
+        by_name = {r.name: r for r in resources}
+        assert len(resources) == len([p for p in memories.rglob("*.md") if p.name != "MEMORY.md"])
+        deploy = by_name["memories/projects/ledgerline/deploy.md"]
+        assert deploy.title == "Deploying ledgerline to Fly.io"
+        contents = (await session.read_resource(str(deploy.uri))).contents
+        assert contents[0].text == (memories / "projects/ledgerline/deploy.md").read_text()
+        with pytest.raises(Exception, match="refused"):
+            await session.read_resource("memory://memories/..%2F..%2Fetc/passwd.md")
+
+    _drive(env, [memories], body)
