@@ -17,7 +17,7 @@ from rapidfuzz.distance import OSA
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
-from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
+from recall_kit._tokenize import Token, analyze, analyze_terms, is_cjk_term, stem
 
 MAX_FAST_DOCS = 2
 RANKED_LIMIT = 50
@@ -337,7 +337,7 @@ def _doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
     fields: list[list[str]] = []
     surfaces: list[str] = []
     for text in texts:
-        tokens = analyze(text)
-        fields.append([token.term for token in tokens])
-        surfaces.extend(token.surface for token in tokens if token.surface)
+        terms, words = analyze_terms(text)
+        fields.append(terms)
+        surfaces += words
     return tuple(fields), surfaces
