@@ -5,6 +5,7 @@ from recall_kit._errors import ConfigError
 from recall_kit._config import SelectorConfig, load_selector_config
 from recall_kit._selector import MAX_MODEL_DOCS, ModelSelector, Selection
 from recall_kit._heuristic import FastHeuristic, FastResult, ScoredDoc
+from recall_kit._index_cache import IndexedStore, open_indexed
 from recall_kit._render import render_memories
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
 from recall_kit._sync import SyncRecallSession
@@ -38,6 +39,8 @@ __all__ = [
     "ConfigError",
     "FastHeuristic",
     "FastResult",
+    "IndexedStore",
+    "open_indexed",
     "MemoryParseError",
     "MemoryStoreError",
     "RecallKitError",

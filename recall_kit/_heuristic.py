@@ -130,6 +130,13 @@ class FastHeuristic:
             self._unsubscribe = source.subscribe(self.apply)
             self.apply(source.snapshot())
 
+    @classmethod
+    def _from_index(cls, snapshot: Snapshot, index: FieldIndex, *, gate: GateSettings | None = None) -> FastHeuristic:
+        # An index that already reflects ``snapshot`` (restored from the persistent cache).
+        heuristic = cls(Snapshot.build(0, {}, ()), gate=gate)
+        heuristic._index, heuristic._docs, heuristic._version = index, snapshot.docs, snapshot.version
+        return heuristic
+
     def rank(
         self, query: str, *, exclude: Collection[str] = ()
     ) -> tuple[tuple[ScoredDoc, ...], list[Evidence], int]:

@@ -20,6 +20,7 @@ from collections import Counter
 from itertools import chain, filterfalse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -131,6 +132,49 @@ class FieldIndex:
             for term in dict.fromkeys(chain.from_iterable(head)):
                 counts[term] = (*(c[term] for c in head_counts), last_counts[term])
         return counts
+
+    def state(self) -> dict[str, Any]:
+        """The index as plain dicts, lists, tuples, numbers and strings (for a persistent cache)."""
+        return {
+            "field_weights": self.field_weights,
+            "k1": self.k1,
+            "b": self.b,
+            "postings": self.postings,
+            "refs": self.refs,
+            "doc_terms": self.doc_terms,
+            "total_lengths": self.total_lengths,
+            "surfaces": dict(self.surfaces),
+            "length_rows": self._length_rows,
+            "doc_surfaces": self._doc_surfaces,
+            "free": self._free,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> FieldIndex:
+        """The index ``state()`` described; raises ValueError when its parts do not fit together."""
+        index = cls(state["field_weights"], k1=state["k1"], b=state["b"])
+        index.postings = state["postings"]
+        index.refs = list(state["refs"])
+        index.doc_terms = list(state["doc_terms"])
+        index.total_lengths = list(state["total_lengths"])
+        index.surfaces = Counter(state["surfaces"])
+        index._length_rows = list(state["length_rows"])
+        index._doc_surfaces = list(state["doc_surfaces"])
+        index._free = list(state["free"])
+        n_docs, n_fields = len(index.refs), len(index.field_weights)
+        if not (len(index.doc_terms) == len(index._length_rows) == len(index._doc_surfaces) == n_docs):
+            raise ValueError("index state: per-document lists differ in length")
+        index.ids = {ref: doc_id for doc_id, ref in enumerate(index.refs) if ref is not None}
+        lengths = np.zeros((max(16, n_docs), n_fields))
+        for doc_id, row in enumerate(index._length_rows):
+            if row:
+                lengths[doc_id] = row
+        index._lengths = lengths
+        if [int(total) for total in lengths.sum(axis=0)] != index.total_lengths:
+            raise ValueError("index state: field lengths do not add up")
+        for surface in index.surfaces:
+            index.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
+        return index
 
     def remove(self, ref: str) -> bool:
         """Drop one document; False when it was not indexed."""
