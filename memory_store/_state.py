@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Callable
 
 from memory_store._scan import (
     Candidate,
@@ -25,8 +26,9 @@ from memory_store._types import LoadError, MemoryDoc, Snapshot
 class StoreState:
     """Per-root entries (relative path -> doc or error) plus the delta since the last snapshot."""
 
-    def __init__(self, roots: list[Root], max_bytes: int) -> None:
+    def __init__(self, roots: list[Root], max_bytes: int, reuse: Callable[[str, int, int], MemoryDoc | None] | None = None) -> None:
         self.roots = roots
+        self.reuse = reuse  # asked once per file of the first scan, then dropped
         self.max_bytes = max_bytes
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
@@ -68,10 +70,19 @@ class StoreState:
         found: dict[str, Entry] = {err.path: err for err in errors}
         links = self._links[root.label]
         for cand in sorted(candidates, key=lambda c: c.rel):  # a stable doc order for a given tree
-            found[cand.rel] = read_candidate(root, cand, self.max_bytes, root_real)
+            found[cand.rel] = self._reused(cand) or read_candidate(root, cand, self.max_bytes, root_real)
             if cand.kind == "symlink":
                 links.add(cand.rel)
         return found
+
+    def _reused(self, cand: Candidate) -> MemoryDoc | None:
+        if self.reuse is None or cand.kind != "file" or self._published is not None:
+            return None
+        try:
+            info = os.stat(cand.abspath, follow_symlinks=False)
+        except OSError:
+            return None  # let the read report it
+        return self.reuse(cand.abspath, info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
 
     def refresh_links(self, root: Root) -> None:
         """Re-read the root's symlinked memories: the watcher reports changes to their targets, not to them."""

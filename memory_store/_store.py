@@ -9,12 +9,14 @@ from typing import Callable, Union
 
 from memory_store._scan import Root, is_hidden
 from memory_store._state import StoreState
-from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
+from memory_store._types import DEFAULT_MAX_BYTES, MemoryDoc, Snapshot
 from memory_store._watch import Batch, Watcher
 from memory_store._errors import MemoryStoreError
 
 RootSpec = Union[str, "os.PathLike[str]", tuple[str, Union[str, "os.PathLike[str]"]]]
 Subscriber = Callable[[Snapshot], None]
+# (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
+Reuse = Callable[[str, int, int], Union[MemoryDoc, None]]
 
 # Folds an editor's write-temp-then-rename (and a burst of saves) into one update.
 # bench/store_scaling.py: write-to-visible is this window plus 1-5 ms, at 100 to 10,000 files.
@@ -31,9 +33,9 @@ class MemoryStore:
     swap it in, then call subscribers there.
     """
 
-    def __init__(self, roots: list[Root], *, max_bytes: int, debounce_ms: float) -> None:
+    def __init__(self, roots: list[Root], *, max_bytes: int, debounce_ms: float, reuse: Reuse | None = None) -> None:
         self._roots = roots
-        self._state = StoreState(roots, max_bytes)
+        self._state = StoreState(roots, max_bytes, reuse)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -50,13 +52,16 @@ class MemoryStore:
         debounce_ms: float = DEFAULT_DEBOUNCE_MS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         allow_missing: bool = False,
+        reuse: Reuse | None = None,
     ) -> "MemoryStore":
         """Scan ``roots`` into snapshot version 1 and, with ``watch``, keep it current.
 
         A root is a path or a ``(label, path)`` tuple; the default label is the
         folder's name, made unique with "-2", "-3". A root that does not exist
         raises MemoryStoreError unless ``allow_missing`` (then, when watching,
-        it is picked up once it appears).
+        it is picked up once it appears). ``reuse(abspath, size, mtime_ns)`` is asked
+        before each regular file of the first scan is read: a doc it returns stands in
+        for reading and parsing that file (a caller's cache of unchanged files).
         """
         resolved = _resolve_roots(roots)
         if not allow_missing:
@@ -64,7 +69,7 @@ class MemoryStore:
                 if not os.path.isdir(root.path):
                     what = "is not a folder" if os.path.exists(root.path) else "does not exist"
                     raise MemoryStoreError(f"memory root {what}: {root.path}")
-        store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms)
+        store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms, reuse=reuse)
         try:
             store._start(watch)
         except BaseException:

@@ -19,6 +19,7 @@ from recall_kit._heuristic import (
     SlotMatch,
     SnapshotSource,
 )
+from recall_kit._index_cache import IndexedStore, open_indexed
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._answer import MAX_MODEL_DOCS
@@ -50,6 +51,7 @@ __all__ = [
     "FastResult",
     "GateSettings",
     "INITIAL_WAIT_MS",
+    "IndexedStore",
     "JsonLinesSink",
     "LoggingSink",
     "MAX_FAST_DOCS",
@@ -73,5 +75,6 @@ __all__ = [
     "SyncRecallSession",
     "Telemetry",
     "load_selector_config",
+    "open_indexed",
     "render_memories",
 ]

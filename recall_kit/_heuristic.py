@@ -20,7 +20,7 @@ from memory_store import MemoryDoc, Snapshot
 from recall_kit._kinds import Strategy
 from recall_kit._text import clip_prompt
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
-from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
+from recall_kit._tokenize import Token, analyze, analyze_terms, is_cjk_term, stem
 
 MAX_FAST_DOCS = 2
 # A prompt is read by its head and tail only, so the fast stage's work is bounded whatever the
@@ -138,6 +138,13 @@ class FastHeuristic:
         else:
             self._unsubscribe = _follow_weakly(source, self)
             self.apply(source.snapshot())
+
+    @classmethod
+    def _from_index(cls, snapshot: Snapshot, index: FieldIndex, *, gate: GateSettings | None = None) -> FastHeuristic:
+        # An index that already reflects ``snapshot`` (restored from the persistent cache).
+        heuristic = cls(Snapshot.build(0, {}, ()), gate=gate)
+        heuristic._index, heuristic._docs, heuristic._version = index, snapshot.docs, snapshot.version
+        return heuristic
 
     def rank(
         self, query: str, *, exclude: Collection[str] = ()
@@ -346,9 +353,9 @@ def _doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
     fields: list[list[str]] = []
     surfaces: list[str] = []
     for text in texts:
-        tokens = analyze(text)
-        fields.append([token.term for token in tokens])
-        surfaces.extend(token.surface for token in tokens if token.surface)
+        terms, words = analyze_terms(text)
+        fields.append(terms)
+        surfaces += words
     return tuple(fields), surfaces
 
 

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
+from itertools import chain, filterfalse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,13 +75,14 @@ class FieldIndex:
         self.doc_terms: list[tuple[str, ...]] = []  # doc id -> its distinct terms, for removal
         self.ids: dict[str, int] = {}  # ref -> doc id
         self.total_lengths = [0] * len(self.field_weights)
-        self.surfaces: dict[str, int] = {}  # folded surface word -> documents holding it
+        self.surfaces: Counter[str] = Counter()  # folded surface word -> documents holding it
         self.surface_buckets: dict[tuple[str, int], dict[str, None]] = {}  # (first char, length)
         self._lengths = np.zeros((16, len(self.field_weights)))  # doc id -> field lengths
         self._length_rows: list[tuple[int, ...]] = []  # the same, as tuples for the plain loop
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (ids, tf), lazily
         self._doc_surfaces: list[tuple[str, ...]] = []
         self._free: list[int] = []
+        self._last_only = _LastFieldPostings(len(self.field_weights))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -90,33 +94,87 @@ class FieldIndex:
         """Index one document given the terms of each field; replaces an existing ``ref``."""
         if ref in self.ids:
             self.remove(ref)
-        n_fields = len(self.field_weights)
-        counts: dict[str, list[int]] = {}
-        for field, terms in enumerate(fields):
-            for term in terms:
-                per_field = counts.get(term)
-                if per_field is None:
-                    per_field = counts[term] = [0] * n_fields
-                per_field[field] += 1
+        counts = self._postings_of(fields)
         doc_id = self._free.pop() if self._free else self._grow()
         self.refs[doc_id] = ref
         self.ids[ref] = doc_id
-        for field, terms in enumerate(fields):
-            self._lengths[doc_id, field] = len(terms)
-            self.total_lengths[field] += len(terms)
-        self._length_rows[doc_id] = tuple(len(terms) for terms in fields)
+        lengths = tuple(map(len, fields))
+        self._lengths[doc_id] = lengths
+        for field, length in enumerate(lengths):
+            self.total_lengths[field] += length
+        self._length_rows[doc_id] = lengths
         self.doc_terms[doc_id] = tuple(counts)
-        for term, per_field in counts.items():
-            posting = tuple(per_field)
-            self.postings.setdefault(term, {})[doc_id] = posting
-            self._patch_arrays(term, doc_id, posting)
+        postings = self.postings
+        for term, posting in counts.items():
+            try:
+                postings[term][doc_id] = posting
+            except KeyError:  # a term no document held yet
+                postings[term] = {doc_id: posting}
+        if self._arrays:  # only terms some query has already turned into arrays
+            for term in self._arrays.keys() & counts.keys():
+                self._patch_arrays(term, doc_id, counts[term])
         distinct_surfaces = tuple(dict.fromkeys(surfaces))
         self._doc_surfaces[doc_id] = distinct_surfaces
-        for surface in distinct_surfaces:
-            count = self.surfaces.get(surface, 0)
-            self.surfaces[surface] = count + 1
-            if not count:
-                self.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
+        new_surfaces = list(filterfalse(self.surfaces.__contains__, distinct_surfaces))
+        self.surfaces.update(distinct_surfaces)
+        for surface in new_surfaces:
+            self.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
+
+    def _postings_of(self, fields: Sequence[Sequence[str]]) -> dict[str, Posting]:
+        # Most terms occur only in the last field (the body): their postings come from one Counter
+        # and a shared tuple per count, in C; only the few terms of the other fields are merged here.
+        *head, last = fields
+        counts: dict[str, Posting] = dict(
+            zip(last_counts := Counter(last), map(self._last_only.__getitem__, last_counts.values()))
+        )
+        if any(head):
+            head_counts = [Counter(terms) for terms in head]
+            for term in dict.fromkeys(chain.from_iterable(head)):
+                counts[term] = (*(c[term] for c in head_counts), last_counts[term])
+        return counts
+
+    def state(self) -> dict[str, Any]:
+        """The index as plain dicts, lists, tuples, numbers and strings (for a persistent cache)."""
+        return {
+            "field_weights": self.field_weights,
+            "k1": self.k1,
+            "b": self.b,
+            "postings": self.postings,
+            "refs": self.refs,
+            "doc_terms": self.doc_terms,
+            "total_lengths": self.total_lengths,
+            "surfaces": dict(self.surfaces),
+            "length_rows": self._length_rows,
+            "doc_surfaces": self._doc_surfaces,
+            "free": self._free,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> FieldIndex:
+        """The index ``state()`` described; raises ValueError when its parts do not fit together."""
+        index = cls(state["field_weights"], k1=state["k1"], b=state["b"])
+        index.postings = state["postings"]
+        index.refs = list(state["refs"])
+        index.doc_terms = list(state["doc_terms"])
+        index.total_lengths = list(state["total_lengths"])
+        index.surfaces = Counter(state["surfaces"])
+        index._length_rows = list(state["length_rows"])
+        index._doc_surfaces = list(state["doc_surfaces"])
+        index._free = list(state["free"])
+        n_docs, n_fields = len(index.refs), len(index.field_weights)
+        if not (len(index.doc_terms) == len(index._length_rows) == len(index._doc_surfaces) == n_docs):
+            raise ValueError("index state: per-document lists differ in length")
+        index.ids = {ref: doc_id for doc_id, ref in enumerate(index.refs) if ref is not None}
+        lengths = np.zeros((max(16, n_docs), n_fields))
+        for doc_id, row in enumerate(index._length_rows):
+            if row:
+                lengths[doc_id] = row
+        index._lengths = lengths
+        if [int(total) for total in lengths.sum(axis=0)] != index.total_lengths:
+            raise ValueError("index state: field lengths do not add up")
+        for surface in index.surfaces:
+            index.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
+        return index
 
     def remove(self, ref: str) -> bool:
         """Drop one document; False when it was not indexed."""
@@ -250,3 +308,15 @@ class FieldIndex:
 
 def _bucket(surface: str) -> tuple[str, int]:
     return surface[:1], len(surface)
+
+
+class _LastFieldPostings(dict[int, Posting]):
+    """count -> the posting of a term found only in the last field: one shared tuple per count."""
+
+    def __init__(self, n_fields: int) -> None:
+        super().__init__()
+        self.zeros = (0,) * (n_fields - 1)
+
+    def __missing__(self, count: int) -> Posting:
+        posting = self[count] = (*self.zeros, count)
+        return posting

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 _CJK = (
     "\u3040-\u30ff"  # hiragana, katakana
@@ -45,17 +47,89 @@ class Token:
     surface: str | None
 
 
+# A word's tokens depend on the word alone, and a store's vocabulary is far smaller than its token
+# stream, so each whitespace-separated chunk ("deploy", "`uv`,") is analysed once and remembered.
+# No word spans whitespace, so a text's tokens are its chunks' tokens in order; str.split is 4x
+# faster than the word regex (bench/bench_index_build.py: 2,000 memories, 594k chunks, 34k distinct).
+CHUNK_CACHE_SIZE = 100_000  # entries per cache (chunks, words); past it a cache starts over (tens of MB)
+_Analysed = tuple[tuple[Token, ...], tuple[str, ...], tuple[str, ...]]  # tokens, terms, surface words
+_chunk_cache: dict[str, _Analysed] = {}
+_word_cache: dict[str, _Analysed] = {}
+_TOKENS, _TERMS, _SURFACES = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
 def analyze(text: str) -> list[Token]:
     """Tokens of ``text`` in order; the same analysis serves documents and queries."""
-    text = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text))
+    return list(chain.from_iterable(map(_TOKENS, _analysed(_chunks(text)))))
+
+
+def analyze_terms(text: str) -> tuple[list[str], list[str]]:
+    """``analyze``'s terms in order, and the surface words among them: what a document is indexed by."""
+    entries = _analysed(_chunks(text))
+    terms = list(chain.from_iterable(map(_TERMS, entries)))
+    return terms, list(chain.from_iterable(map(_SURFACES, entries)))
+
+
+def _chunks(text: str) -> list[str]:
+    return _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text)).split()
+
+
+def _analysed(chunks: list[str]) -> list[_Analysed]:
+    # Map and set operations run in C: a text's chunks are looked up without a Python-level loop.
+    cache = _chunk_cache
+    try:
+        return list(map(cache.__getitem__, chunks))
+    except KeyError:  # some chunk is new: analyse every new one, then look them all up again
+        missing = set(chunks).difference(cache)
+        if len(cache) + len(missing) > CHUNK_CACHE_SIZE:
+            cache.clear()
+            missing = set(chunks)
+            if len(missing) > CHUNK_CACHE_SIZE:  # one text larger than the cache: analyse it uncached
+                return [_analyse_chunk(chunk) for chunk in chunks]
+        for chunk in missing:
+            cache[chunk] = _analyse_chunk(chunk)
+    return list(map(cache.__getitem__, chunks))
+
+
+def _analyse_chunk(chunk: str) -> _Analysed:
+    words = _WORD.findall(chunk)
+    if len(words) == 1:  # the usual case: one word, perhaps with punctuation around it
+        return _word_entry(words[0])
+    entries = [_word_entry(word) for word in words]
+    return (
+        tuple(chain.from_iterable(map(_TOKENS, entries))),
+        tuple(chain.from_iterable(map(_TERMS, entries))),
+        tuple(chain.from_iterable(map(_SURFACES, entries))),
+    )
+
+
+def _word_entry(word: str) -> _Analysed:
+    # "deploy", "deploy." and "`deploy`" are three chunks but one word: analyse it once.
+    entry = _word_cache.get(word)
+    if entry is None:
+        tokens: list[Token] = []
+        _analyze_word(word, tokens)
+        terms = tuple(token.term for token in tokens)
+        entry = tuple(tokens), terms, tuple(token.surface for token in tokens if token.surface)
+        if len(_word_cache) >= CHUNK_CACHE_SIZE:
+            _word_cache.clear()
+        _word_cache[word] = entry
+    return entry
+
+
+def _analyze_plain(text: str) -> list[Token]:
+    # The analysis without the chunk cache, word by word over the whole text: what analyze must equal.
     tokens: list[Token] = []
-    for match in _WORD.finditer(text):
-        word = match.group()
-        if _HAS_CJK.search(word):
-            _analyze_mixed(word, tokens)
-        else:
-            _analyze_identifier(word, tokens)
+    for word in _WORD.findall(_POSSESSIVE.sub("", unicodedata.normalize("NFKC", text))):
+        _analyze_word(word, tokens)
     return tokens
+
+
+def _analyze_word(word: str, tokens: list[Token]) -> None:
+    if _HAS_CJK.search(word):
+        _analyze_mixed(word, tokens)
+    else:
+        _analyze_identifier(word, tokens)
 
 
 def tokenize(text: str) -> list[str]:
@@ -132,6 +206,11 @@ def _analyze_cjk(run: str, tokens: list[Token]) -> None:
 
 
 def _analyze_identifier(word: str, tokens: list[Token]) -> None:
+    if word.isascii() and word.isalpha() and (word.islower() or word.istitle()):
+        part = word.lower()  # one part: what the separator and camel-case split below would give
+        if len(part) >= 2 and part not in STOP_WORDS:
+            tokens.append(Token(stem(part), part))
+        return
     parts: list[str] = []
     for piece in _SEPARATORS.split(word):
         if piece.isascii():

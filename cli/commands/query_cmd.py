@@ -13,9 +13,9 @@ from recall_kit import (
     MemoryStoreError,
     ModelSelector,
     load_selector_config,
+    open_indexed,
 )
 from recall_kit._config import SelectorConfig
-from recall_kit._evaluation import open_snapshot
 from recall_kit._probe import ProbedTurn, RecallProbe
 from recall_kit_cli._format import InputError
 from recall_kit_cli.main import cli
@@ -31,6 +31,7 @@ RANKED_SHOWN = 10  # ungated ranking entries in --json
 @click.option("--model", help="Model name at that endpoint.")
 @click.option("--model-timeout", type=float, help="Seconds before the model stage gives up (default 30).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--no-cache", is_flag=True, help="Read and index every file; skip the per-user index cache.")
 def query(
     text: str,
     roots: tuple[str, ...],
@@ -39,13 +40,15 @@ def query(
     model: str | None,
     model_timeout: float | None,
     as_json: bool,
+    no_cache: bool,
 ) -> None:
     """Show what TEXT receives: the fast delivery at once, then the model's refinement."""
     config, off_reason = _selector_config(fast_only, base_url, model, model_timeout)
     try:
-        snapshot = open_snapshot(roots)
+        indexed = open_indexed(roots, use_cache=not no_cache)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
+    snapshot = indexed.snapshot
     if off_reason and not as_json:
         click.echo(f"refinement off: {off_reason}")
 
@@ -55,7 +58,7 @@ def query(
 
     async def one_turn() -> ProbedTurn:
         selector = ModelSelector.from_config(config) if config else None
-        probe = RecallProbe(snapshot, selector)
+        probe = RecallProbe(snapshot, selector, heuristic=indexed.heuristic)
         try:
             return await probe.turn(text, tool_turn=selector is not None, on_initial=show_initial)
         finally:

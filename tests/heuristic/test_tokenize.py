@@ -1,4 +1,9 @@
-from recall_kit._tokenize import analyze, stem, tokenize
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recall_kit import _tokenize
+from recall_kit._tokenize import _analyze_plain, analyze, analyze_terms, stem, tokenize
 
 
 def test_case_folding_and_stop_words_removed() -> None:
@@ -54,3 +59,42 @@ def test_surface_word_kept_for_typo_matching() -> None:
         (stem("snake"), "snake"),
         ("case", "case"),
     ]
+
+
+# Text built to hit the analyser's edges: identifiers, camel case, possessives, Unicode spaces that
+# NFKC folds, full-width letters, CJK runs glued to Latin words, and punctuation around words.
+_TRICKY = st.lists(
+    st.sampled_from(
+        list("abcXYZ019_.-'’` ,;:()\n\t") + ["\u3000", "\xa0", "\u2028", "ＡＢｃ", "数据库", "서버", "の", "ß", "İ", "ﬁ", "é", "ing", "ies"]
+    ),
+    max_size=60,
+).map("".join)
+_WORDS = st.lists(st.sampled_from(["deploy", "Deploy", "getUserName", "snake_case", "dotted.name", "the", "APIs"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_TRICKY)
+def test_cached_analysis_equals_plain_analysis(text: str) -> None:
+    assert analyze(text) == _analyze_plain(text)
+    assert analyze(text) == _analyze_plain(text)  # the second call answers from the cache
+    terms, surfaces = analyze_terms(text)
+    assert terms == [t.term for t in _analyze_plain(text)]
+    assert surfaces == [t.surface for t in _analyze_plain(text) if t.surface]
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=_WORDS, text=_TRICKY)
+def test_cached_analysis_survives_the_cache_starting_over(
+    words: list[str], text: str, monkeypatch_cache_size: None
+) -> None:
+    mixed = " ".join(words) + " " + text
+    assert analyze(mixed) == _analyze_plain(mixed)
+    assert analyze(text + " " + mixed) == _analyze_plain(text + " " + mixed)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_cache_size():
+    # A cache of three entries starts over on almost every text, and one text can exceed it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_tokenize, "CHUNK_CACHE_SIZE", 3)
+        yield

@@ -1,0 +1,111 @@
+"""FastHeuristic index build on a generated 2,000-memory store: a baseline revision beside this tree.
+
+    .venv/bin/python bench/bench_index_build.py [--baseline REV] [--count 2000] [--rounds 5] [--builds 3]
+
+The baseline's ``recall_kit`` and ``memory_store`` are exported from git into a temp folder; each
+round starts one worker process per side (alternating which goes first), and each worker times
+``builds`` index builds from a cold word cache, as a fresh ``recall-kit query`` process pays them.
+Both sides also rank the same generated queries: the script fails unless every score is identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_BASELINE = "e73b8f7"  # the tree before the word cache and the index-add changes
+
+
+def worker(store: str, builds: int) -> None:
+    from recall_kit import _tokenize
+    from recall_kit._evaluation import open_snapshot
+    from recall_kit._heuristic import FastHeuristic
+
+    snapshot = open_snapshot([store])
+    times = []
+    for _ in range(builds):
+        for name in ("_word_cache", "_chunk_cache"):  # each build from a cold cache, like a new process
+            getattr(_tokenize, name, {}).clear()
+        gc.collect()
+        started = time.perf_counter()
+        heuristic = FastHeuristic(snapshot)
+        times.append(time.perf_counter() - started)
+    rng = random.Random(5)
+    words = sorted({w for doc in list(snapshot.docs.values())[:200] for w in doc.body.split()})
+    digest = hashlib.sha256()
+    for _ in range(200):
+        ranked, _, _ = heuristic.rank(" ".join(rng.sample(words, 4)))
+        digest.update(repr([(s.doc.ref, s.score) for s in ranked]).encode())
+    print(json.dumps({"times": times, "scores_sha256": digest.hexdigest(), "docs": len(snapshot.docs)}))
+
+
+def run_worker(tree: Path, store: Path, builds: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", str(store), "--builds", str(builds)],
+        env=env, cwd=tree, check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--builds", type=int, default=3)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.builds)
+        return
+    sys.path.insert(0, str(HERE))
+    from generated_store import write_store
+
+    with tempfile.TemporaryDirectory(prefix="index-build-") as tmp:
+        base = Path(tmp) / "baseline"
+        base.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.baseline, "recall_kit", "memory_store"],
+            check=True, capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        store = Path(tmp) / "store"
+        write_store(store, args.count)
+        sides = {"baseline": base, "this tree": REPO}
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        digests: dict[str, set[str]] = {name: set() for name in sides}
+        for round_ in range(args.rounds):
+            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            for name in order:
+                result = run_worker(sides[name], store, args.builds)
+                times[name] += result["times"]
+                digests[name].add(result["scores_sha256"])
+        medians = {name: statistics.median(values) for name, values in times.items()}
+        print(f"index build, {args.count} memories, {args.rounds} rounds x {args.builds} builds, cold word cache")
+        print("| side | median s | min s | max s |")
+        print("|---|---|---|---|")
+        for name, values in times.items():
+            label = f"{name} ({args.baseline})" if name == "baseline" else name
+            print(f"| {label} | {medians[name]:.3f} | {min(values):.3f} | {max(values):.3f} |")
+        print(f"speed-up (median): {medians['baseline'] / medians['this tree']:.2f}x")
+        same = len(digests["baseline"] | digests["this tree"]) == 1
+        print(f"scores identical on 200 queries: {same}")
+        if not same:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The persistent index cache: a hit equals a fresh build, changes are picked up, bad files are rebuilt."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recall_kit import open_indexed
+from recall_kit._index_cache import _MAGIC, _VERSION_LINE
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "memories"
+QUERIES = ["deploy to kubernetes with helm", "python tooling uv ruff", "postgres migrations", "sourdough"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(EXAMPLES, tmp_path / "memories"))
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def rankings(indexed) -> list[list[tuple[str, float]]]:
+    return [[(s.doc.ref, s.score) for s in indexed.heuristic.rank(q)[0]] for q in QUERIES]
+
+
+def assert_same_as_fresh(indexed, store: Path) -> None:
+    fresh = open_indexed([store], use_cache=False)
+    assert dict(indexed.snapshot.docs) == dict(fresh.snapshot.docs)
+    assert rankings(indexed) == rankings(fresh)
+
+
+def cache_file(cache_dir: Path) -> Path:
+    (path,) = cache_dir.glob("index-*.bin")
+    return path
+
+
+def test_cache_hit_reads_no_file_and_ranks_like_a_fresh_build(store: Path, cache_dir: Path) -> None:
+    first = open_indexed([store], cache_dir=cache_dir)
+    second = open_indexed([store], cache_dir=cache_dir)
+    assert first.reused == 0
+    assert second.reused == len(second.snapshot.docs) > 20
+    assert rankings(first)[0]  # the queries do match something
+    assert_same_as_fresh(second, store)
+
+
+def test_changed_added_and_deleted_files_are_picked_up(store: Path, cache_dir: Path) -> None:
+    n = len(open_indexed([store], cache_dir=cache_dir).snapshot.docs)
+    changed = next(store.rglob("*.md"))
+    while changed.name == "MEMORY.md":
+        changed = next(p for p in store.rglob("*.md") if p.name != "MEMORY.md")
+    changed.write_text(changed.read_text().replace("---\n\n", "---\nsourdough starter\n", 1) + "\nsourdough starter\n")
+    info = changed.stat()
+    os.utime(changed, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
+    deleted = next(p for p in store.rglob("*.md") if p.name != "MEMORY.md" and p != changed)
+    deleted.unlink()
+    (store / "added.md").write_text("---\nname: Bread\ndescription: sourdough starter feeding\ntype: user\n---\nrye\n")
+    again = open_indexed([store], cache_dir=cache_dir)
+    assert again.reused == n - 2
+    refs = set(again.snapshot.docs)
+    assert "memories/added.md" in refs and f"memories/{deleted.relative_to(store)}" not in refs
+    assert_same_as_fresh(again, store)
+    assert rankings(again)[3][0][0] in {"memories/added.md", f"memories/{changed.relative_to(store)}"}
+    assert open_indexed([store], cache_dir=cache_dir).reused == n  # the update was saved
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _flipped(data: bytes) -> bytes:
+    return data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:]
+
+
+def _foreign_version(data: bytes) -> bytes:
+    return data.replace(_MAGIC + _VERSION_LINE, _MAGIC + b"999 py9.9 marshal9\n", 1)
+
+
+@pytest.mark.parametrize(
+    "damage", [_truncated, _flipped, _foreign_version, lambda data: b"", lambda data: os.urandom(4096)]
+)
+def test_a_damaged_or_foreign_cache_is_ignored_and_rebuilt(store: Path, cache_dir: Path, damage) -> None:
+    open_indexed([store], cache_dir=cache_dir)
+    path = cache_file(cache_dir)
+    path.write_bytes(damage(path.read_bytes()))
+    rebuilt = open_indexed([store], cache_dir=cache_dir)
+    assert rebuilt.reused == 0
+    assert_same_as_fresh(rebuilt, store)
+    assert open_indexed([store], cache_dir=cache_dir).reused == len(rebuilt.snapshot.docs)
+
+
+def test_a_checksummed_payload_of_the_wrong_shape_is_ignored(store: Path, cache_dir: Path) -> None:
+    import hashlib
+    import marshal
+
+    open_indexed([store], cache_dir=cache_dir)
+    payload = marshal.dumps({"files": {str(store / "x.md"): ("a", "b")}, "index": {"refs": 3}})
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    cache_file(cache_dir).write_bytes(_MAGIC + _VERSION_LINE + digest + b"\n" + payload)
+    rebuilt = open_indexed([store], cache_dir=cache_dir)
+    assert rebuilt.reused == 0
+    assert_same_as_fresh(rebuilt, store)
+
+
+def test_processes_writing_at_once_leave_one_valid_cache(store: Path, cache_dir: Path) -> None:
+    code = "import sys; from recall_kit import open_indexed; open_indexed([sys.argv[1]], cache_dir=sys.argv[2])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store), str(cache_dir)]) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    assert sorted(p.suffix for p in cache_dir.iterdir()) == [".bin", ".lock"]  # no temp file left
+    hit = open_indexed([store], cache_dir=cache_dir)
+    assert hit.reused == len(hit.snapshot.docs)
+    assert_same_as_fresh(hit, store)
+
+
+def test_no_cache_neither_reads_nor_writes_the_cache(store: Path, cache_dir: Path) -> None:
+    bypassed = open_indexed([store], use_cache=False, cache_dir=cache_dir)
+    assert bypassed.cache_file is None and not cache_dir.exists()
+
+
+def test_cache_dir_defaults_to_the_environment_variable(store: Path, cache_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RECALL_KIT_CACHE_DIR", str(cache_dir))
+    indexed = open_indexed([store])
+    assert indexed.cache_file is not None and indexed.cache_file.parent == cache_dir
+    assert cache_file(cache_dir).stat().st_mode & 0o077 == 0  # private to the user
