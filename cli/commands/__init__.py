@@ -1,7 +1,1 @@
-"""Importing this package registers every command on the group."""
-
-import importlib
-import pkgutil
-
-for _info in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_info.name}")
+"""One module per command; `recall_kit_cli._app` adds each to the group."""

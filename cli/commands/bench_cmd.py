@@ -23,10 +23,10 @@ from recall_kit_cli.commands.bench_report import (
     outcome_report,
     refined_report,
 )
-from recall_kit_cli.main import cli
 
 
-@cli.group("bench")
+
+@click.group("bench")
 def bench() -> None:
     """Benchmarks: delivery rate on an eval dataset, latency on generated stores."""
 

@@ -9,10 +9,10 @@ import click
 
 from recall_kit._latency_bench import measure_latency
 from recall_kit_cli._format import InputError
-from recall_kit_cli.commands.bench_cmd import bench
 
 
-@bench.command("latency")
+
+@click.command("latency")
 @click.option("--docs", default="100,1000,10000,50000", show_default=True, help="Store sizes.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def latency(docs: str, as_json: bool) -> None:

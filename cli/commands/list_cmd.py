@@ -9,12 +9,12 @@ import click
 from memory_store import LoadError, MemoryDoc, MemoryStore
 from memory_store import MemoryStoreError
 from recall_kit_cli._format import InputError
-from recall_kit_cli.main import cli
+import click
 
 DESCRIPTION_WIDTH = 80  # characters of description shown per line in text mode
 
 
-@cli.command("list")
+@click.command("list")
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def list_memories(roots: tuple[str, ...], as_json: bool) -> None:

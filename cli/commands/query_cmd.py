@@ -18,12 +18,12 @@ from recall_kit import (
 from recall_kit._config import SelectorConfig
 from recall_kit._probe import ProbedTurn, RecallProbe
 from recall_kit_cli._format import InputError
-from recall_kit_cli.main import cli
+import click
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json
 
 
-@cli.command("query")
+@click.command("query")
 @click.argument("text")
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--fast-only", is_flag=True, help="Only the fast heuristic (no model stage).")

@@ -15,7 +15,7 @@ from memory_store import MemoryStore, Snapshot
 from memory_store import MemoryStoreError
 from recall_kit_cli._format import InputError
 from recall_kit_cli.commands.list_cmd import error_json
-from recall_kit_cli.main import cli
+import click
 
 _POLL_S = 0.5  # how often the main thread re-checks for a stop signal while idle
 
@@ -24,7 +24,7 @@ class _Stop(Exception):
     """Raised by the signal handler to leave the print loop."""
 
 
-@cli.command("watch")
+@click.command("watch")
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from recall_kit_cli.main import _register, cli
+from recall_kit_cli._app import cli
 
-_register()
+
 
 QUERY_KEYS = {"queries", "answerable", "negatives", "strict_delivery", "loose_delivery", "negative_silence", "precision"}
 
