@@ -1,0 +1,269 @@
+"""The one turn runner: turns through a real RecallSession with each stage recorded.
+
+A turn is begin, consume("initial"), then (in a tool-using turn) something between the initial and
+tool-result points, consume("tool_result"), finish. What happens in between is an option: a tool
+call of fixed duration (the lifecycle bench) or a wait until the recall settles, bounded (the query
+command and the refined phase of ``bench delivery``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_store import MemoryDoc
+from recall_kit import Delivery, FastHeuristic, FastResult, ModelSelector, Recaller, RecallEvent, Selection, Telemetry
+from recall_kit_bench._evaluation import EvalQuery, Percentiles, QueryOutcome, percentiles
+
+SETTLE_MARGIN_S = 1.0  # beyond the selector's own deadline, before a turn stops waiting
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call of fixed duration between the initial and tool-result points."""
+
+    ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class UntilSettled:
+    """Wait until the recall settles, at most ``bound_s``; as if a tool ran exactly that long."""
+
+    bound_s: float
+
+
+Between = ToolCall | UntilSettled
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedTurn:
+    """One turn through a session: the initial delivery, and (tool-using) what came after."""
+
+    query: str
+    initial: Delivery | None
+    wait_ms: float  # time spent in consume("initial")
+    fast: FastResult | None  # the session's own fast stage
+    tool_result: Delivery | None = None  # at the first tool-result point
+    selection: Selection | None = None  # when a model stage ran and finished by the tool-result point
+    settled_ms: float | None = None  # begin -> recall settled, if it did by the tool-result point
+
+    @property
+    def initial_refs(self) -> tuple[str, ...]:
+        return self.initial.refs if self.initial is not None else ()
+
+    @property
+    def tool_refs(self) -> tuple[str, ...]:
+        return self.tool_result.refs if self.tool_result is not None else ()
+
+    @property
+    def fast_ms(self) -> float:
+        return self.fast.elapsed_ms if self.fast is not None else 0.0
+
+    @property
+    def duplicates(self) -> int:
+        """Documents delivered more than once in the turn (must be 0)."""
+        refs = self.initial_refs + self.tool_refs
+        return len(refs) - len(set(refs))
+
+
+@dataclass(slots=True)
+class _Record:
+    """What one turn's stages did, written by its recorders and its telemetry."""
+
+    fast: FastResult | None = None
+    selection: Selection | None = None
+    settled_at: float | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _RecordingHeuristic:
+    """Delegates to a FastHeuristic and keeps the FastResult (scores included) in the turn's record."""
+
+    def __init__(self, heuristic: FastHeuristic, record: _Record) -> None:
+        self.heuristic, self.record = heuristic, record
+
+    def recall(self, query: str, *, exclude: Iterable[str] = ()) -> FastResult:
+        self.record.fast = self.heuristic.recall(query, exclude=exclude)
+        return self.record.fast
+
+
+class _RecordingSelector:
+    """Delegates to a ModelSelector and keeps the Selection (accepted and rejected refs)."""
+
+    def __init__(self, selector: ModelSelector, record: _Record) -> None:
+        self.selector, self.record = selector, record
+        self.timeout: float = selector.timeout
+
+    async def select(self, query: str, candidates: Sequence[MemoryDoc], **options: Any) -> Selection:
+        self.record.selection = await self.selector.select(query, candidates, **options)
+        return self.record.selection
+
+
+class TurnRunner:
+    """Runs observed turns on a store with a shared heuristic and an optional model selector.
+
+    Each turn gets its own Recaller around the shared stages, so turns may run concurrently and
+    still record their own fast result and selection. The runner closes the selector it is given
+    and the heuristic it made.
+    """
+
+    def __init__(
+        self, store: Any, selector: ModelSelector | None = None, *, heuristic: FastHeuristic | None = None
+    ) -> None:
+        self.store = store
+        self.selector = selector
+        self._owns_heuristic = heuristic is None
+        self.heuristic = heuristic if heuristic is not None else FastHeuristic(store)
+
+    def settle_bound(self) -> UntilSettled:
+        """Wait for the recall up to the selector's own deadline plus a margin."""
+        return UntilSettled((self.selector.timeout if self.selector else 0.0) + SETTLE_MARGIN_S)
+
+    async def run(
+        self,
+        query: str,
+        *,
+        between: Between | None = None,
+        on_initial: Callable[[ObservedTurn], None] | None = None,
+    ) -> ObservedTurn:
+        """One turn; ``between=None`` is a tool-free turn (no tool-result point)."""
+        record = _Record()
+
+        def on_event(event: object) -> None:
+            if isinstance(event, RecallEvent) and event.settled:
+                record.settled_at = time.perf_counter()
+                record.settled.set()
+
+        selector = _RecordingSelector(self.selector, record) if self.selector is not None else None
+        recaller = Recaller(
+            self.store,
+            selector,  # type: ignore[arg-type]
+            telemetry=Telemetry(on_event),
+            heuristic=_RecordingHeuristic(self.heuristic, record),  # type: ignore[arg-type]
+        )
+        session = recaller.session()
+        try:
+            session.begin(query)
+            began = time.perf_counter()
+            initial = await session.consume("initial")
+            turn = ObservedTurn(query, initial, (time.perf_counter() - began) * 1000, record.fast)
+            if on_initial is not None:
+                on_initial(turn)
+            if between is not None:
+                await _between(between, record)
+                settled_at = record.settled_at  # taken before the tool-result point
+                tool_result = await session.consume("tool_result")
+                settled_ms = None if settled_at is None else (settled_at - began) * 1000
+                turn = ObservedTurn(
+                    query, initial, turn.wait_ms, turn.fast, tool_result, record.selection, settled_ms
+                )
+            session.finish()
+        finally:
+            await session.close()
+        return turn
+
+    async def aclose(self) -> None:
+        if self.selector is not None:
+            await self.selector.aclose()
+        if self._owns_heuristic:
+            self.heuristic.close()
+
+
+async def _between(between: Between, record: _Record) -> None:
+    if isinstance(between, ToolCall):
+        await asyncio.sleep(between.ms / 1000)  # the agent's tool call
+        return
+    try:
+        async with asyncio.timeout(between.bound_s):
+            await record.settled.wait()
+    except TimeoutError:
+        pass  # not settled in time: the tool-result point takes what there is
+
+
+def run_turns(
+    queries: Sequence[str],
+    runner_factory: Callable[[], TurnRunner],
+    *,
+    tool_turn: bool = False,
+    on_turn: Callable[[ObservedTurn], None] | None = None,
+) -> list[ObservedTurn]:
+    """Every query in order on one event loop; tool-using turns wait for the recall to settle."""
+
+    async def all_turns() -> list[ObservedTurn]:
+        runner = runner_factory()  # made on the loop: the selector's client belongs to it
+        turns = []
+        try:
+            for query in queries:
+                turns.append(await runner.run(query, between=runner.settle_bound() if tool_turn else None))
+                if on_turn is not None:
+                    on_turn(turns[-1])
+        finally:
+            await runner.aclose()
+        return turns
+
+    return asyncio.run(all_turns())
+
+
+def turn_outcomes(queries: Sequence[EvalQuery], turns: Sequence[ObservedTurn], part: str) -> list[QueryOutcome]:
+    """QueryOutcomes for one part of each turn: ``initial`` (the no-tool turn), ``tool_result``,
+    ``refined`` (the settled selection in full) or ``turn`` (everything by the first tool result)."""
+
+    def refs(turn: ObservedTurn) -> tuple[str, ...]:
+        if part == "initial":
+            return turn.initial_refs
+        if part == "tool_result":
+            return turn.tool_refs
+        if part == "refined":
+            return tuple(d.ref for d in turn.selection.docs) if turn.selection is not None else ()
+        if part == "turn":
+            return turn.initial_refs + turn.tool_refs
+        raise ValueError(f"unknown turn part {part!r}")
+
+    return [QueryOutcome(q, refs(t), t.wait_ms, t.fast_ms) for q, t in zip(queries, turns)]
+
+
+@dataclass(frozen=True, slots=True)
+class RefinementSummary:
+    """Model latency, validation rejections and fallbacks (by reason) over tool-using turns."""
+
+    model_ms: Percentiles
+    settled_ms: Percentiles
+    unsettled: int
+    strategy: dict[str, int]
+    response_mode: dict[str, int]
+    queries_with_rejected_refs: int
+    rejected_refs: dict[str, int]
+    fallback: dict[str, int]
+    initial_phase: dict[str, int]
+
+    @classmethod
+    def of(cls, turns: Sequence[ObservedTurn]) -> RefinementSummary:
+        selections = [t.selection for t in turns if t.selection is not None]
+        return cls(
+            model_ms=percentiles([s.latency_ms for s in selections]),
+            settled_ms=percentiles([t.settled_ms for t in turns if t.settled_ms is not None]),
+            unsettled=sum(t.settled_ms is None for t in turns),
+            strategy=dict(Counter(s.strategy for s in selections)),
+            response_mode=dict(Counter(s.response_mode or "none" for s in selections)),
+            queries_with_rejected_refs=sum(bool(s.rejected) for s in selections),
+            rejected_refs=dict(Counter(reason for s in selections for _, reason in s.rejected)),
+            fallback=dict(Counter(s.fallback_reason for s in selections if s.fallback_reason)),
+            initial_phase=dict(Counter(t.initial.phase if t.initial else "none" for t in turns)),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model_ms": self.model_ms.as_dict(),
+            "settled_ms": self.settled_ms.as_dict(),
+            "unsettled": self.unsettled,
+            "strategy": self.strategy,
+            "response_mode": self.response_mode,
+            "queries_with_rejected_refs": self.queries_with_rejected_refs,
+            "rejected_refs": self.rejected_refs,
+            "fallback": self.fallback,
+            "initial_phase": self.initial_phase,
+        }
