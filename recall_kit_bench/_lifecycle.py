@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -256,15 +257,15 @@ async def _run(
 
     try:
         tool_free: list[ObservedTurn] = await _gather_limited(
-            [lambda i=i, q=q: runner(i).run(q.query) for i, q in enumerate(queries)],
+            [partial(runner(i).run, q.query) for i, q in enumerate(queries)],
             min(concurrency, TOOL_FREE_CONCURRENCY), tick,
         )
         tool_using: list[ObservedTurn] = await _gather_limited(
-            [lambda i=i, q=q: runner(i).run(q.query, between=ToolCall(tool_times[i])) for i, q in enumerate(queries)],
+            [partial(runner(i).run, q.query, between=ToolCall(tool_times[i])) for i, q in enumerate(queries)],
             concurrency, tick,
         )
         blocking = await _gather_limited(
-            [lambda i=i, q=q: _blocking_turn(heuristic, selectors[i % len(latencies)], docs, q) for i, q in enumerate(queries)],
+            [partial(_blocking_turn, heuristic, selectors[i % len(latencies)], docs, q) for i, q in enumerate(queries)],
             concurrency * 2, tick,
         )
     finally:

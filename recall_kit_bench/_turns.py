@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +86,7 @@ class _RecordingHeuristic:
     def __init__(self, heuristic: FastHeuristic, record: _Record) -> None:
         self.heuristic, self.record = heuristic, record
 
-    def recall(self, query: str, *, exclude: Iterable[str] = ()) -> FastResult:
+    def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
         self.record.fast = self.heuristic.recall(query, exclude=exclude)
         return self.record.fast
 
