@@ -1,10 +1,11 @@
-"""Validate recall-kit eval datasets (DESIGN.md section 6) and memory stores (section 1).
+"""Validate recall-kit eval datasets and memory stores.
 
 Usage: python bench/check_datasets.py PATH [PATH ...]
 
 A PATH holding `queries.jsonl` is a dataset (memories under `PATH/memories/`); any other folder
 is checked as a bare memory store. Prints counts per kind; exits 1 when anything is wrong.
-Standard library and PyYAML only, so it runs before the package is installed.
+Memory files are read by the store's own parser (``memory_store.parse_memory``), so a file passes
+here exactly when the store would load it; a dataset memory must also have a body.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from memory_store import MEMORY_TYPES, MemoryDoc, MemoryParseError, parse_memory
 
-MEMORY_TYPES = frozenset({"user", "feedback", "project", "reference"})
 INDEX_FILE = "MEMORY.md"
 QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
 KNOWN_KINDS = frozenset(
@@ -42,7 +42,6 @@ STOP_WORDS = frozenset(
     """.split()
 )
 WORD = re.compile(r"[^\W\d_]{3,}")
-FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 FULLWIDTH = re.compile(r"[\uff01-\uff5e\u3000]")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
@@ -79,52 +78,30 @@ def content_words(text: str) -> set[str]:
     return words
 
 
-def parse_memory(path: Path) -> dict[str, object]:
-    """Parse one memory file; raises ValueError with a one-line reason."""
+def read_memory(path: Path, rel: str) -> MemoryDoc:
+    """Parse one memory file with the store's parser; raises ValueError with a one-line reason."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"invalid UTF-8 ({exc.reason})") from None
-    match = FRONTMATTER.match(text)
-    if match is None:
-        raise ValueError("no YAML frontmatter between '---' lines")
-    try:
-        meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"malformed frontmatter: {str(exc).splitlines()[0]}") from None
-    if not isinstance(meta, dict):
-        raise ValueError("frontmatter is not a mapping")
-    for key in ("name", "description"):
-        value = meta.get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"missing or empty {key!r}")
-    if "\n" in meta["description"].strip():
-        raise ValueError("description spans more than one line")
-    if meta.get("type") not in MEMORY_TYPES:
-        raise ValueError(f"type {meta.get('type')!r} is not one of {sorted(MEMORY_TYPES)}")
-    keywords = meta.get("keywords", [])
-    if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
-        raise ValueError("keywords is not a list of strings")
-    body = match.group(2)
-    if not body.strip():
-        raise ValueError("empty body")
-    return {**meta, "keywords": keywords, "body": body}
+        doc = parse_memory(path.read_bytes(), scope="memories", path=rel, abspath=path)
+    except MemoryParseError as exc:
+        raise ValueError(str(exc)) from None
+    if not doc.body.strip():
+        raise ValueError("empty body")  # a dataset memory with nothing to recall
+    return doc
 
 
-def memory_text(memory: dict[str, object]) -> str:
-    keywords = " ".join(memory["keywords"])  # type: ignore[arg-type]
-    return f"{memory['name']}\n{memory['description']}\n{keywords}\n{memory['body']}"
+def memory_text(memory: MemoryDoc) -> str:
+    return f"{memory.name}\n{memory.description}\n{' '.join(memory.keywords)}\n{memory.body}"
 
 
-def load_store(root: Path, report: Report) -> dict[str, dict[str, object]]:
+def load_store(root: Path, report: Report) -> dict[str, MemoryDoc]:
     """Every memory under root by relative POSIX path; bad files become problems."""
-    memories: dict[str, dict[str, object]] = {}
+    memories: dict[str, MemoryDoc] = {}
     for path in sorted(root.rglob("*.md")):
         rel = path.relative_to(root)
         if path.name == INDEX_FILE or any(part.startswith(".") for part in rel.parts):
             continue
         try:
-            memories[rel.as_posix()] = parse_memory(path)
+            memories[rel.as_posix()] = read_memory(path, rel.as_posix())
         except ValueError as exc:
             report.problem(path, str(exc))
     report.memories = len(memories)
@@ -133,7 +110,7 @@ def load_store(root: Path, report: Report) -> dict[str, dict[str, object]]:
     return memories
 
 
-def check_query(line_no: int, raw: str, memories: dict[str, dict[str, object]],
+def check_query(line_no: int, raw: str, memories: dict[str, MemoryDoc],
                 seen_ids: set[str], report: Report) -> None:
     where = f"queries.jsonl:{line_no}"
     try:

@@ -30,7 +30,7 @@ from typing import Any
 
 from memory_store import MemoryStore
 from recall_kit import ModelSelector, Recaller, SyncRecallSession
-from recall_kit._lifecycle_bench import ScriptedServerProcess
+from recall_kit_bench import ScriptedServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORIES = ROOT / "examples" / "memories"

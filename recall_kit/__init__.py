@@ -26,6 +26,7 @@ from recall_kit._answer import MAX_MODEL_DOCS
 from recall_kit._selector import ModelSelector, Selection
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
 from recall_kit._sync import SyncRecallSession
+from recall_kit._turns import ObservedTurn, ToolCall, TurnRunner, UntilSettled
 from recall_kit._telemetry import (
     CallbackSink,
     DeliveryEvent,
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_MODEL_DOCS",
     "MemoryParseError",
     "MemoryStoreError",
+    "ObservedTurn",
     "ModelSelector",
     "Phase",
     "Placement",
@@ -74,6 +76,9 @@ __all__ = [
     "Strategy",
     "SyncRecallSession",
     "Telemetry",
+    "ToolCall",
+    "TurnRunner",
+    "UntilSettled",
     "load_selector_config",
     "open_indexed",
     "render_memories",

@@ -6,23 +6,16 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from recall_kit import ConfigError, ModelSelector, load_selector_config
-from recall_kit._config import SelectorConfig
-from recall_kit._evaluation import EvalDataset, PlainBaseline, load_dataset, run
-from recall_kit._lifecycle_bench import run_lifecycle_bench
-from recall_kit._probe import RecallProbe, run_turns, turn_outcomes
+from recall_kit import ConfigError, ModelSelector, SelectorConfig, load_selector_config
 from recall_kit_cli._format import InputError, parse_number_list
-from recall_kit_cli.commands.bench_report import (
-    delivery_table,
-    lifecycle_report,
-    lifecycle_table,
-    outcome_report,
-    refined_report,
-)
+from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
+
+if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
+    from recall_kit_bench import DeliveryReport, EvalDataset, RefinedReport
 
 
 
@@ -54,10 +47,19 @@ def delivery(
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """Delivery metrics (DESIGN.md section 6) overall and per kind, beside a plain BM25 baseline."""
+    """Delivery metrics overall and per kind, beside a plain BM25 baseline."""
+    from recall_kit_bench import (
+        DeliveryBenchReport,
+        DeliveryReport,
+        PlainBaseline,
+        run,
+        run_lifecycle_bench,
+    )
+
     if limit is not None and limit < 1:
         raise InputError(f"--limit needs a positive number, got {limit}")
     dataset = _load(dataset_dir, limit)
+    lifecycle, refined = None, None
     if latency_profile is not None:
         if fast_only or base_url or model:
             raise InputError("--model-latency-ms runs its own scripted model; drop --fast-only/--base-url/--model")
@@ -66,22 +68,24 @@ def delivery(
             lifecycle = run_lifecycle_bench(
                 dataset_dir, latencies_ms=latencies, limit=limit, progress=lambda done, total: tick()
             )
-        report = lifecycle_report(dataset, lifecycle)
+        ours = DeliveryReport.of_lifecycle(dataset, lifecycle)
     else:
         config = None if fast_only or not (base_url or model) else _endpoint(base_url, model, model_timeout)
-        report = _session_report(dataset, config)
+        ours, refined = _session_report(dataset, config)
     with _progress(len(dataset.queries), "baseline") as tick:
         baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
-    report["baseline"] = outcome_report(dataset, baseline)
+    report = DeliveryBenchReport(ours, DeliveryReport.of(dataset, baseline), refined, lifecycle)
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False))
-    elif "lifecycle" in report:
-        click.echo(lifecycle_table(report))
+        click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
+    elif report.lifecycle is not None:
+        click.echo(lifecycle_table(report, report.lifecycle))
     else:
         click.echo(delivery_table(report))
 
 
 def _load(dataset_dir: str, limit: int | None) -> EvalDataset:
+    from recall_kit_bench import EvalDataset, load_dataset
+
     try:
         dataset = load_dataset(dataset_dir)
     except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
@@ -102,21 +106,25 @@ def _endpoint(base_url: str | None, model: str | None, timeout: float | None) ->
     return config
 
 
-def _session_report(dataset: EvalDataset, config: SelectorConfig | None) -> dict[str, Any]:
+def _session_report(
+    dataset: EvalDataset, config: SelectorConfig | None
+) -> tuple[DeliveryReport, RefinedReport | None]:
     """Every query through a real session; tool-using turns when a model refines."""
+    from recall_kit import TurnRunner
+    from recall_kit_bench import DeliveryReport, RefinedReport, run_turns, turn_outcomes
 
-    def probe() -> RecallProbe:
-        return RecallProbe(dataset.snapshot, ModelSelector.from_config(config) if config else None)
+    def runner() -> TurnRunner:
+        return TurnRunner(dataset.snapshot, ModelSelector.from_config(config) if config else None)
 
     with _progress(len(dataset.queries), "recall") as tick:
         turns = run_turns(
-            [q.query for q in dataset.queries], probe, tool_turn=config is not None, on_turn=lambda _: tick()
+            [q.query for q in dataset.queries], runner, tool_turn=config is not None, on_turn=lambda _: tick()
         )
-    report = outcome_report(dataset, turn_outcomes(dataset.queries, turns, "initial"))
-    if config is not None:
-        report["refined"] = refined_report(dataset, turns)
-        report["refined"]["endpoint"] = f"model {config.model} at {config.base_url}, timeout {config.timeout:g} s"
-    return report
+    ours = DeliveryReport.of(dataset, turn_outcomes(dataset.queries, turns, "initial"))
+    if config is None:
+        return ours, None
+    endpoint = f"model {config.model} at {config.base_url}, timeout {config.timeout:g} s"
+    return ours, RefinedReport.of(dataset, turns, endpoint)
 
 
 @contextlib.contextmanager

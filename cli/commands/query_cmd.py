@@ -12,13 +12,13 @@ from recall_kit import (
     ConfigError,
     MemoryStoreError,
     ModelSelector,
+    SelectorConfig,
     load_selector_config,
+    ObservedTurn,
+    TurnRunner,
     open_indexed,
 )
-from recall_kit._config import SelectorConfig
-from recall_kit._probe import ProbedTurn, RecallProbe
 from recall_kit_cli._format import InputError
-import click
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json
 
@@ -52,17 +52,20 @@ def query(
     if off_reason and not as_json:
         click.echo(f"refinement off: {off_reason}")
 
-    def show_initial(turn: ProbedTurn) -> None:
+    def show_initial(turn: ObservedTurn) -> None:
         if not as_json:
             click.echo(_initial_text(turn, len(snapshot.docs)))
 
-    async def one_turn() -> ProbedTurn:
-        selector = ModelSelector.from_config(config) if config else None
-        probe = RecallProbe(snapshot, selector, heuristic=indexed.heuristic)
+    async def one_turn() -> ObservedTurn:
+        runner = TurnRunner(
+            snapshot, ModelSelector.from_config(config) if config else None, heuristic=indexed.heuristic
+        )
         try:
-            return await probe.turn(text, tool_turn=selector is not None, on_initial=show_initial)
+            # with a model: wait for it (bounded by its timeout) as if a tool ran, then the tool-result point
+            between = runner.settle_bound() if config else None
+            return await runner.run(text, between=between, on_initial=show_initial)
         finally:
-            await probe.aclose()
+            await runner.aclose()
 
     turn = asyncio.run(one_turn())
     if as_json:
@@ -94,7 +97,7 @@ def _selector_config(
     return config, None
 
 
-def _scores(turn: ProbedTurn) -> dict[str, float]:
+def _scores(turn: ObservedTurn) -> dict[str, float]:
     return {s.doc.ref: s.score for s in turn.fast.ranked} if turn.fast is not None else {}
 
 
@@ -103,7 +106,7 @@ def _doc_json(doc: Any, scores: dict[str, float]) -> dict[str, Any]:
     return {"ref": doc.ref, "name": doc.name, "score": None if score is None else round(score, 4)}
 
 
-def _initial_json(turn: ProbedTurn, store_size: int) -> dict[str, Any]:
+def _initial_json(turn: ObservedTurn, store_size: int) -> dict[str, Any]:
     fast, initial, scores = turn.fast, turn.initial, _scores(turn)
     return {
         "query": turn.query,
@@ -135,7 +138,7 @@ def _refinement_json(config: SelectorConfig | None, off_reason: str | None) -> d
     return {"enabled": True, "base_url": config.base_url, "model": config.model, "timeout_s": config.timeout}
 
 
-def _refined_json(turn: ProbedTurn, config: SelectorConfig) -> dict[str, Any]:
+def _refined_json(turn: ObservedTurn, config: SelectorConfig) -> dict[str, Any]:
     selection, tool, scores = turn.selection, turn.tool_result, _scores(turn)
     return {
         "settled": turn.settled_ms is not None,
@@ -167,7 +170,7 @@ def _doc_lines(docs: Any, scores: dict[str, float]) -> list[str]:
     return lines
 
 
-def _initial_text(turn: ProbedTurn, store_size: int) -> str:
+def _initial_text(turn: ObservedTurn, store_size: int) -> str:
     fast, initial, scores = turn.fast, turn.initial, _scores(turn)
     lines = []
     if fast is not None:
@@ -187,7 +190,7 @@ def _initial_text(turn: ProbedTurn, store_size: int) -> str:
     return "\n".join(lines)
 
 
-def _refined_text(turn: ProbedTurn, config: SelectorConfig) -> str:
+def _refined_text(turn: ObservedTurn, config: SelectorConfig) -> str:
     selection, tool = turn.selection, turn.tool_result
     if turn.settled_ms is None or selection is None:
         if turn.initial is not None and turn.initial.phase == "refined":

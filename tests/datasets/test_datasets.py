@@ -43,7 +43,7 @@ def test_dataset_folder_passes_validator(folder: Path) -> None:
 def test_example_store_has_twenty_memories_of_every_type_and_an_index() -> None:
     memories = checker.load_store(EXAMPLES, checker.Report())
     assert len(memories) >= 20
-    assert {m["type"] for m in memories.values()} == checker.MEMORY_TYPES
+    assert {m.type for m in memories.values()} == checker.MEMORY_TYPES
     assert (EXAMPLES / "MEMORY.md").is_file()
     assert {path.split("/")[1] for path in memories if path.startswith("projects/")} >= {"ledgerline", "tidepool"}
 
@@ -125,3 +125,14 @@ def test_validator_exits_non_zero_on_a_problem(tmp_path: Path, capsys: pytest.Ca
     ])
     assert checker.main([str(folder)]) == 1
     assert "PROBLEM" in capsys.readouterr().out
+
+
+def test_validator_reads_memories_as_the_store_does(tmp_path: Path) -> None:
+    # an unquoted ": " in a description is not strict YAML, but the store loads it: so must the checker
+    (tmp_path / "note.md").write_text(
+        "---\nname: Cache\ndescription: Fixed it: the cache was stale\ntype: project\n---\nbody\n", encoding="utf-8"
+    )
+    (tmp_path / "empty.md").write_text("---\nname: e\ndescription: d\ntype: user\n---\n\n", encoding="utf-8")
+    report = checker.check_path(tmp_path)
+    assert report.memories == 1
+    assert len(report.problems) == 1 and "empty.md" in report.problems[0] and "empty body" in report.problems[0]

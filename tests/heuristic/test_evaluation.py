@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from recall_kit import FastHeuristic
-from recall_kit._evaluation import (
+from recall_kit_bench import (
     EvalQuery,
     PlainBaseline,
     QueryOutcome,
@@ -106,5 +106,5 @@ def test_deliver_may_report_its_wait_without_a_fast_time(dataset_dir: Path) -> N
 def test_folds_are_stable_and_percentiles_use_nearest_rank() -> None:
     assert fold_of("lex-001", 5) == fold_of("lex-001", 5)
     assert {fold_of(f"q{i}", 5) for i in range(100)} == set(range(5))
-    assert percentiles([float(i) for i in range(1, 101)]) == {"p50": 50.0, "p99": 99.0, "max": 100.0}
-    assert percentiles([]) == {"p50": 0.0, "p99": 0.0, "max": 0.0}
+    assert percentiles([float(i) for i in range(1, 101)]).as_dict() == {"p50": 50.0, "p99": 99.0, "max": 100.0}
+    assert percentiles([]).as_dict() == {"p50": 0.0, "p99": 0.0, "max": 0.0}

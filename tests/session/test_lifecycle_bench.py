@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recall_kit._lifecycle_bench import run_lifecycle_bench
 from recall_kit.testing.datasets import write_eval_dataset
+from recall_kit_bench import run_lifecycle_bench
 from session_support import MEMORIES
 
 QUERIES = [
@@ -28,17 +28,17 @@ def test_lifecycle_bench_reports_delivery_waits_and_the_blocking_baseline(tmp_pa
         make_dataset(tmp_path / "mini"), latencies_ms=[20, 400], tool_ms=(500, 600),
         progress=lambda done, total: ticks.append((done, total)),
     )
-    assert result["queries"] == 6 and result["latencies_ms"] == [20, 400]
+    assert result.queries == 6 and list(result.latencies_ms) == [20, 400]
     assert ticks[-1] == (18, 18)
-    assert result["duplicates"] == 0
-    free, using, blocking = result["tool_free"], result["tool_using"], result["blocking"]
-    assert free["answerable"] == 5 and free["negatives"] == 1
+    assert result.duplicates == 0
+    free, using, blocking = result.tool_free, result.tool_using, result.blocking
+    assert free.overall.answerable == 5 and free.overall.negatives == 1
     # the oracle model at 20 ms answers inside the initial wait; at 400 ms the fast result goes first
-    assert free["by_latency"]["20"]["strict_delivery"] == 1.0
-    assert using["turn"]["strict_delivery"] == 1.0  # by the first tool result everything arrived
-    assert free["initial_phase"]["refined"] >= 1 and free["initial_phase"]["fast"] >= 1
-    assert result["initial_wait_ms"]["max"] < 100 + 30
-    assert result["initial_wait_with_fast_result_ms"]["max"] < 20
+    assert free.by_latency["20"].strict_delivery == 1.0
+    assert using.turn.strict_delivery == 1.0  # by the first tool result everything arrived
+    assert free.initial_phase["refined"] >= 1 and free.initial_phase["fast"] >= 1
+    assert result.initial_wait_ms.max < 100 + 30
+    assert result.initial_wait_with_fast_result_ms.max < 20
     # the old design waits for the model: about 400 ms for half of the queries
-    assert blocking["added_latency_ms"]["max"] >= 390
-    assert blocking["strict_delivery"] == 1.0
+    assert blocking.added_latency_ms.max >= 390
+    assert blocking.overall.strict_delivery == 1.0

@@ -1,8 +1,8 @@
-"""Delivery-rate evaluation (DESIGN.md section 6): datasets, metrics, the plain baseline, folds.
+"""Delivery-rate evaluation: datasets, metrics, the plain baseline, folds.
 
 The delivery step is a callable, ``deliver(query) -> (delivered refs, wait_ms[, fast_ms])``, so
-the same metrics measure the plain baseline, the bare heuristic and the session lifecycle
-(``recall_kit._probe``).
+the same metrics measure the plain baseline and the bare heuristic; the session lifecycle is
+measured through ``recall_kit_bench._turns``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class QueryOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Metrics:
-    """DESIGN.md section 6's delivery metrics over a set of outcomes."""
+    """The delivery metrics over a set of outcomes (strict and loose delivery, silence, precision)."""
 
     queries: int
     answerable: int
@@ -163,16 +163,28 @@ def metrics_by_fold(outcomes: Iterable[QueryOutcome], folds: int = 5) -> list[Me
     return [metrics(group) for group in groups]
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float]:
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """p50, p99 and max (nearest rank) of a set of timings, in milliseconds."""
+
+    p50: float
+    p99: float
+    max: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"p50": self.p50, "p99": self.p99, "max": self.max}
+
+    def head(self) -> dict[str, float]:
+        """p50 and p99 only: the fast stage's figures in the delivery report."""
+        return {"p50": self.p50, "p99": self.p99}
+
+
+def percentiles(values: Sequence[float]) -> Percentiles:
     """p50, p99 and max (nearest rank) of ``values``; zeros when empty."""
     if not values:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+        return Percentiles(0.0, 0.0, 0.0)
     ordered = sorted(values)
-    return {
-        "p50": _nearest_rank(ordered, 0.50),
-        "p99": _nearest_rank(ordered, 0.99),
-        "max": ordered[-1],
-    }
+    return Percentiles(_nearest_rank(ordered, 0.50), _nearest_rank(ordered, 0.99), ordered[-1])
 
 
 def _nearest_rank(ordered: Sequence[float], q: float) -> float:
@@ -219,9 +231,3 @@ def fast_deliver(heuristic: Any) -> Deliver:
         return [scored.doc.ref for scored in result.docs], result.elapsed_ms, result.elapsed_ms
 
     return deliver
-
-
-def open_snapshot(roots: Sequence[str | Path]) -> Snapshot:
-    """One-shot snapshot of memory roots (scope label = folder name), for the CLI."""
-    with MemoryStore.open(*roots, watch=False) as store:
-        return store.snapshot()

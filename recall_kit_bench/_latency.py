@@ -12,7 +12,8 @@ from typing import Any
 from rank_bm25 import BM25Okapi
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit._evaluation import BASELINE_TOP, percentiles, plain_text, plain_tokens
+from recall_kit import FastHeuristic
+from recall_kit_bench._evaluation import BASELINE_TOP, Percentiles, percentiles, plain_text, plain_tokens
 
 _SYLLABLES = (
     "ka ri to na mo se lu pe vi da ro gan tel mar sin dor bel quo fir zen "
@@ -31,21 +32,21 @@ class LatencyRow:
     """Fast-stage and update cost at one store size, beside rank-bm25's full scoring."""
 
     docs: int
-    fast_ms: dict[str, float]
-    fast_cpu_ms: dict[str, float]  # thread CPU time: the same calls without other processes' share
-    baseline_ms: dict[str, float]
-    update_ms: dict[str, float]
-    query_after_update_ms: dict[str, float]
+    fast_ms: Percentiles
+    fast_cpu_ms: Percentiles  # thread CPU time: the same calls without other processes' share
+    baseline_ms: Percentiles
+    update_ms: Percentiles
+    query_after_update_ms: Percentiles
     build_s: float
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "docs": self.docs,
-            "fast_ms": self.fast_ms,
-            "fast_cpu_ms": self.fast_cpu_ms,
-            "rank_bm25_ms": self.baseline_ms,
-            "update_ms": self.update_ms,
-            "query_after_update_ms": self.query_after_update_ms,
+            "fast_ms": self.fast_ms.as_dict(),
+            "fast_cpu_ms": self.fast_cpu_ms.as_dict(),
+            "rank_bm25_ms": self.baseline_ms.as_dict(),
+            "update_ms": self.update_ms.as_dict(),
+            "query_after_update_ms": self.query_after_update_ms.as_dict(),
             "build_s": round(self.build_s, 3),
         }
 
@@ -121,8 +122,6 @@ def measure_latency(
     n_docs: int, *, queries: int = 300, baseline_queries: int = 30, updates: int = 30
 ) -> LatencyRow:
     """Time FastHeuristic.recall, rank-bm25's get_scores, and one-file index updates."""
-    from recall_kit._heuristic import FastHeuristic
-
     vocabulary = generated_vocabulary()
     snapshot = generated_snapshot(n_docs, vocabulary)
     prompts = generated_queries(vocabulary, queries)

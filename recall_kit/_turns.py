@@ -1,0 +1,185 @@
+"""Observed turns: a turn through a real RecallSession with what each stage decided recorded.
+
+A turn is begin, consume("initial"), then (in a tool-using turn) something between the initial and
+tool-result points, consume("tool_result"), finish. What happens in between is an option: a tool
+call of fixed duration or a wait until the recall settles, bounded. The `query` command shows a
+turn with it, and the benchmark harness measures every query of a dataset with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_store import MemoryDoc
+from recall_kit._heuristic import FastHeuristic, FastResult
+from recall_kit._selector import ModelSelector, Selection
+from recall_kit._session import Delivery, Recaller
+from recall_kit._telemetry import RecallEvent, Telemetry
+
+SETTLE_MARGIN_S = 1.0  # beyond the selector's own deadline, before a turn stops waiting
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call of fixed duration between the initial and tool-result points."""
+
+    ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class UntilSettled:
+    """Wait until the recall settles, at most ``bound_s``; as if a tool ran exactly that long."""
+
+    bound_s: float
+
+
+Between = ToolCall | UntilSettled
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedTurn:
+    """One turn through a session: the initial delivery, and (tool-using) what came after."""
+
+    query: str
+    initial: Delivery | None
+    wait_ms: float  # time spent in consume("initial")
+    fast: FastResult | None  # the session's own fast stage
+    tool_result: Delivery | None = None  # at the first tool-result point
+    selection: Selection | None = None  # when a model stage ran and finished by the tool-result point
+    settled_ms: float | None = None  # begin -> recall settled, if it did by the tool-result point
+
+    @property
+    def initial_refs(self) -> tuple[str, ...]:
+        return self.initial.refs if self.initial is not None else ()
+
+    @property
+    def tool_refs(self) -> tuple[str, ...]:
+        return self.tool_result.refs if self.tool_result is not None else ()
+
+    @property
+    def fast_ms(self) -> float:
+        return self.fast.elapsed_ms if self.fast is not None else 0.0
+
+    @property
+    def duplicates(self) -> int:
+        """Documents delivered more than once in the turn (must be 0)."""
+        refs = self.initial_refs + self.tool_refs
+        return len(refs) - len(set(refs))
+
+
+@dataclass(slots=True)
+class _Record:
+    """What one turn's stages did, written by its recorders and its telemetry."""
+
+    fast: FastResult | None = None
+    selection: Selection | None = None
+    settled_at: float | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _RecordingHeuristic:
+    """Delegates to a FastHeuristic and keeps the FastResult (scores included) in the turn's record."""
+
+    def __init__(self, heuristic: FastHeuristic, record: _Record) -> None:
+        self.heuristic, self.record = heuristic, record
+
+    def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
+        self.record.fast = self.heuristic.recall(query, exclude=exclude)
+        return self.record.fast
+
+
+class _RecordingSelector:
+    """Delegates to a ModelSelector and keeps the Selection (accepted and rejected refs)."""
+
+    def __init__(self, selector: ModelSelector, record: _Record) -> None:
+        self.selector, self.record = selector, record
+        self.timeout: float = selector.timeout
+
+    async def select(self, query: str, candidates: Sequence[MemoryDoc], **options: Any) -> Selection:
+        self.record.selection = await self.selector.select(query, candidates, **options)
+        return self.record.selection
+
+
+class TurnRunner:
+    """Runs observed turns on a store with a shared heuristic and an optional model selector.
+
+    Each turn gets its own Recaller around the shared stages, so turns may run concurrently and
+    still record their own fast result and selection. The runner closes the selector it is given
+    and the heuristic it made.
+    """
+
+    def __init__(
+        self, store: Any, selector: ModelSelector | None = None, *, heuristic: FastHeuristic | None = None
+    ) -> None:
+        self.store = store
+        self.selector = selector
+        self._owns_heuristic = heuristic is None
+        self.heuristic = heuristic if heuristic is not None else FastHeuristic(store)
+
+    def settle_bound(self) -> UntilSettled:
+        """Wait for the recall up to the selector's own deadline plus a margin."""
+        return UntilSettled((self.selector.timeout if self.selector else 0.0) + SETTLE_MARGIN_S)
+
+    async def run(
+        self,
+        query: str,
+        *,
+        between: Between | None = None,
+        on_initial: Callable[[ObservedTurn], None] | None = None,
+    ) -> ObservedTurn:
+        """One turn; ``between=None`` is a tool-free turn (no tool-result point)."""
+        record = _Record()
+
+        def on_event(event: object) -> None:
+            if isinstance(event, RecallEvent) and event.settled:
+                record.settled_at = time.perf_counter()
+                record.settled.set()
+
+        selector = _RecordingSelector(self.selector, record) if self.selector is not None else None
+        recaller = Recaller(
+            self.store,
+            selector,  # type: ignore[arg-type]
+            telemetry=Telemetry(on_event),
+            heuristic=_RecordingHeuristic(self.heuristic, record),  # type: ignore[arg-type]
+        )
+        session = recaller.session()
+        try:
+            session.begin(query)
+            began = time.perf_counter()
+            initial = await session.consume("initial")
+            turn = ObservedTurn(query, initial, (time.perf_counter() - began) * 1000, record.fast)
+            if on_initial is not None:
+                on_initial(turn)
+            if between is not None:
+                await _between(between, record)
+                settled_at = record.settled_at  # taken before the tool-result point
+                tool_result = await session.consume("tool_result")
+                settled_ms = None if settled_at is None else (settled_at - began) * 1000
+                turn = ObservedTurn(
+                    query, initial, turn.wait_ms, turn.fast, tool_result, record.selection, settled_ms
+                )
+            session.finish()
+        finally:
+            await session.close()
+        return turn
+
+    async def aclose(self) -> None:
+        if self.selector is not None:
+            await self.selector.aclose()
+        if self._owns_heuristic:
+            self.heuristic.close()
+
+
+async def _between(between: Between, record: _Record) -> None:
+    if isinstance(between, ToolCall):
+        await asyncio.sleep(between.ms / 1000)  # the agent's tool call
+        return
+    try:
+        async with asyncio.timeout(between.bound_s):
+            await record.settled.wait()
+    except TimeoutError:
+        pass  # not settled in time: the tool-result point takes what there is

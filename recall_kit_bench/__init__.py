@@ -1,0 +1,78 @@
+"""The evaluation and benchmark harness: datasets, delivery metrics, observed turns, reports.
+
+Imported only by the benchmarks, the tests and the CLI's ``bench`` commands; the engine never
+imports it.
+"""
+
+from recall_kit_bench._evaluation import (
+    BASELINE_TOP,
+    DATASET_SCOPE,
+    EvalDataset,
+    EvalQuery,
+    Metrics,
+    Percentiles,
+    PlainBaseline,
+    QueryOutcome,
+    fast_deliver,
+    fold_of,
+    load_dataset,
+    metrics,
+    metrics_by_fold,
+    metrics_by_kind,
+    percentiles,
+    run,
+)
+from recall_kit_bench._latency import (
+    LatencyRow,
+    generated_queries,
+    generated_snapshot,
+    generated_vocabulary,
+    measure_latency,
+)
+from recall_kit_bench._lifecycle import (
+    BlockingReport,
+    LifecycleReport,
+    ScriptedServerProcess,
+    ToolFreeReport,
+    ToolUsingReport,
+    run_lifecycle_bench,
+)
+from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
+from recall_kit_bench._turns import RefinementSummary, run_turns, turn_outcomes
+
+__all__ = [
+    "BASELINE_TOP",
+    "BlockingReport",
+    "DATASET_SCOPE",
+    "DeliveryBenchReport",
+    "DeliveryReport",
+    "EvalDataset",
+    "EvalQuery",
+    "LatencyRow",
+    "LifecycleReport",
+    "Metrics",
+    "Percentiles",
+    "PlainBaseline",
+    "QueryOutcome",
+    "RefinedReport",
+    "RefinementSummary",
+    "ScriptedServerProcess",
+    "Spread",
+    "ToolFreeReport",
+    "ToolUsingReport",
+    "fast_deliver",
+    "fold_of",
+    "generated_queries",
+    "generated_snapshot",
+    "generated_vocabulary",
+    "load_dataset",
+    "measure_latency",
+    "metrics",
+    "metrics_by_fold",
+    "metrics_by_kind",
+    "percentiles",
+    "run",
+    "run_lifecycle_bench",
+    "run_turns",
+    "turn_outcomes",
+]
