@@ -1,4 +1,4 @@
-"""The selector's own CPU work for 200 candidates (issue 4's target: p99 <= 2 ms).
+"""The selector's own CPU work for 200 candidates (target: p99 <= 2 ms).
 
     .venv/bin/pytest bench/bench_selector.py --benchmark-only
 

@@ -1,4 +1,4 @@
-"""Session micro benchmarks (issue 5's targets), on the example store with the real heuristic.
+"""Session micro benchmarks (targets: overhead p99 well under the 100 ms ceiling), on the example store with the real heuristic.
 
     .venv/bin/pytest bench/bench_session.py --benchmark-only
 

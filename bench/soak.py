@@ -10,7 +10,7 @@ SyncRecallSession (its own loop thread, started and stopped every 250 turns).
     .venv/bin/python bench/soak.py [--turns 10000] [--sync-turns 1000] [--json]
 
 Reports pending tasks, threads, open file descriptors, RSS and tracemalloc before/after.
-Targets (issue 5): no task, thread or fd left; growth < 5 MB.
+Targets: no task, thread or fd left; growth < 5 MB.
 """
 
 from __future__ import annotations

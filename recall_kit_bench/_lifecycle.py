@@ -43,7 +43,7 @@ from recall_kit_bench._turns import turn_outcomes
 
 DEFAULT_LATENCIES_MS = (40.0, 250.0, 600.0, 1500.0, 3000.0)
 DEFAULT_TOOL_MS = (300.0, 800.0)
-BLOCKING_DEADLINE_S = 2.5  # the old design's outer deadline (seed: resolveAutoMemoryWithDeadline)
+BLOCKING_DEADLINE_S = 2.5  # the blocking design's outer deadline: the production agent's recall budget
 # The initial wait is what we measure, so tool-free turns run few at a time: loop lag from many
 # concurrent turns would be charged to the wait. Tool-using and blocking turns only sleep.
 TOOL_FREE_CONCURRENCY = 1

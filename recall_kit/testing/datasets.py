@@ -1,4 +1,4 @@
-"""Writing small memory stores and eval datasets (DESIGN.md section 6) for tests and benchmarks."""
+"""Writing small memory stores and eval datasets (docs/metrics.md) for tests and benchmarks."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from recall_kit.testing.datasets import write_eval_dataset
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"
 RECALL_KIT = Path(sys.executable).with_name("recall-kit")
-ISSUE_3_KEYS = {
+REPORT_KEYS = {
     "queries", "answerable", "negatives", "strict_delivery", "loose_delivery", "negative_silence", "precision",
 }
 

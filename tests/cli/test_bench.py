@@ -1,24 +1,24 @@
-"""`recall-kit bench delivery`: issue 3's keys in every mode, the refined phase against a real
+"""`recall-kit bench delivery`: the report's keys in every mode, the refined phase against a real
 (scripted, loopback) endpoint, the lifecycle bench under a latency profile, and bad input."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cli_support import ISSUE_3_KEYS, RunCli, assert_one_line_error, clean_environ, json_out
+from cli_support import REPORT_KEYS, RunCli, assert_one_line_error, clean_environ, json_out
 
 from recall_kit.testing import Reply, ScriptedChatServer
 
 
 def assert_issue_3_report(report: dict) -> None:
-    assert ISSUE_3_KEYS <= report.keys()
+    assert REPORT_KEYS <= report.keys()
     assert report["queries"] == 5 and report["answerable"] == 4 and report["negatives"] == 1
     assert set(report["by_kind"]) == {"lexical", "semantic", "negative"}
     for per_kind in report["by_kind"].values():
-        assert ISSUE_3_KEYS <= per_kind.keys()
+        assert REPORT_KEYS <= per_kind.keys()
     assert set(report["fast_ms"]) == {"p50", "p99"}
     assert set(report["initial_wait_ms"]) == {"p50", "p99", "max"}
-    assert ISSUE_3_KEYS <= report["baseline"].keys()
+    assert REPORT_KEYS <= report["baseline"].keys()
 
 
 def test_bench_fast_only_json_has_issue_3_keys_folds_and_the_baseline(run_cli: RunCli, dataset: Path) -> None:
@@ -74,7 +74,7 @@ def test_bench_counts_rejected_refs_and_fallbacks_by_reason(run_cli: RunCli, dat
 def test_bench_with_a_latency_profile_runs_the_lifecycle_bench(run_cli: RunCli, dataset: Path) -> None:
     args = ("bench", "delivery", str(dataset), "--model-latency-ms", "20,300", "--limit", "4")
     report = json_out(run_cli(*args, "--json"))
-    assert ISSUE_3_KEYS <= report.keys() and report["queries"] == 4
+    assert REPORT_KEYS <= report.keys() and report["queries"] == 4
     assert set(report["fast_ms"]) == {"p50", "p99"} and set(report["initial_wait_ms"]) == {"p50", "p99", "max"}
     life = report["lifecycle"]
     assert life["duplicates"] == 0 and life["latencies_ms"] == [20, 300]

@@ -1,4 +1,4 @@
-"""The shipped datasets are valid and meet issue 3's minimum sizes; the validator catches bad data."""
+"""The shipped datasets are valid and meet their minimum sizes; the validator catches bad data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prefetch lifecycle of issue 5, one behaviour a test, over real store, heuristic and HTTP."""
+"""The prefetch lifecycle (docs/lifecycle.md), one behaviour a test, over real store, heuristic and HTTP."""
 
 from __future__ import annotations
 
