@@ -122,7 +122,7 @@ class StoreState:
             try:
                 parent_fd = open_beneath(root_fd, parent_rel)
             except OSError:
-                self._drop_under(root, rel)  # its folder is gone or is no longer a folder: a fresh scan lists nothing here
+                self._drop_under(root, rel)  # its folder is gone or no longer a folder: a fresh scan lists nothing
                 return
             try:
                 entry, is_folder = self._read_path(root, root_fd, parent_fd, rel, name)
@@ -262,7 +262,12 @@ def _same(old: Entry | None, new: Entry | None) -> bool:
     if old is new:
         return True
     if isinstance(old, MemoryDoc) and isinstance(new, MemoryDoc):
-        return (old.content_hash, old.size, old.mtime, old.abspath) == (new.content_hash, new.size, new.mtime, new.abspath)
+        return (old.content_hash, old.size, old.mtime, old.abspath) == (
+            new.content_hash,
+            new.size,
+            new.mtime,
+            new.abspath,
+        )
     if isinstance(old, LoadError) and isinstance(new, LoadError):
         return old == new
     return False

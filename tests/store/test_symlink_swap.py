@@ -60,7 +60,9 @@ def test_folder_swapped_for_a_symlink_inside_the_debounce_is_never_read(
 
 _NAMES = ["d1", "d2", "d1/d3"]
 _ops = st.lists(
-    st.tuples(st.sampled_from(["mkdir", "remove", "link-out", "link-in", "rename-away", "file-link"]), st.sampled_from(_NAMES)),
+    st.tuples(
+        st.sampled_from(["mkdir", "remove", "link-out", "link-in", "rename-away", "file-link"]), st.sampled_from(_NAMES)
+    ),
     min_size=1,
     max_size=10,
 )
@@ -117,7 +119,9 @@ def test_bad_files_written_while_watching_are_reported_and_good_ones_stay(root: 
     write(root / "bomb.md", alias_bomb("extra"))
     write(root / "bigint.md", memory(type="9" * 5000))
     write(root / "date.md", memory(extra="created: 2024-02-30\n"))
-    snapshot = wait_until(store, lambda s: {e.path for e in s.errors} == {"bomb.md", "bigint.md"} and "mem/date.md" in s.docs)
+    snapshot = wait_until(
+        store, lambda s: {e.path for e in s.errors} == {"bomb.md", "bigint.md"} and "mem/date.md" in s.docs
+    )
     assert "mem/good.md" in snapshot.docs
     assert fingerprint(snapshot) == fingerprint(fresh(root))
 
