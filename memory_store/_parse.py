@@ -135,6 +135,8 @@ def _load_frontmatter(front: str) -> dict[str, Any]:
 
 def _refuse_aliases(front: str) -> None:
     """Refuse anchors and aliases before building anything: nested aliases expand exponentially."""
+    if "&" not in front and "*" not in front:
+        return  # neither can be written without its sigil; most memories skip the token pass
     for token in yaml.scan(front, Loader=_YamlLoader):
         if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
             what = "alias" if isinstance(token, yaml.AliasToken) else "anchor"

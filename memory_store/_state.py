@@ -122,7 +122,7 @@ class StoreState:
             try:
                 parent_fd = open_beneath(root_fd, parent_rel)
             except OSError:
-                self._drop_under(root, rel)  # its folder is gone or no longer a folder: a fresh scan lists nothing
+                self._put(root, rel, None)  # its folder is gone or no longer a folder: a fresh scan lists nothing
                 return
             try:
                 entry, is_folder = self._read_path(root, root_fd, parent_fd, rel, name)
