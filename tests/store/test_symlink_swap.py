@@ -105,10 +105,11 @@ def test_no_scan_or_watch_over_symlink_swaps_reads_outside_the_root(outside: Pat
                 _apply(op, name, root, outside, spare, n)
             write(root / "sentinel.md", memory())
             wait_until(store, lambda s: "mem/sentinel.md" in s.docs and fingerprint(s) == fingerprint(fresh(root)))
-            assert seen == [] and leaked(store.snapshot()) == []
-        assert leaked(fresh(root)) == []
+            assert seen == [], f"a watched snapshot held a file from outside the root: {seen}"
+            assert leaked(store.snapshot()) == []
+        assert leaked(fresh(root)) == [], "a fresh scan read a file from outside the root"
         for doc in fresh(root).docs.values():
-            assert os.path.realpath(doc.abspath).startswith(os.path.realpath(root) + os.sep)
+            assert os.path.realpath(doc.abspath).startswith(os.path.realpath(root) + os.sep), doc.ref
     finally:
         shutil.rmtree(base)
 
