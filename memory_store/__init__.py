@@ -1,15 +1,35 @@
 """Markdown memory store: parsing, scanning, watching, immutable snapshots."""
 
 from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
-from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, LoadError, MemoryDoc, Snapshot
+from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, Enrichment, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
+from memory_store._enrich import (
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    MAX_SCENARIO_CHARS,
+    MAX_SCENARIOS,
+    SIDECAR_PATH,
+    EnrichmentEntry,
+    clean_terms,
+    prune_enrichment,
+    read_enrichment,
+    sidecar_path,
+    write_enrichment,
+)
 from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
 from memory_store._write import atomic_write
 
 __all__ = [
     "DEFAULT_DEBOUNCE_MS",
     "DEFAULT_MAX_BYTES",
+    "MAX_KEYWORDS",
+    "MAX_KEYWORD_CHARS",
+    "MAX_SCENARIOS",
+    "MAX_SCENARIO_CHARS",
     "MEMORY_TYPES",
+    "SIDECAR_PATH",
+    "Enrichment",
+    "EnrichmentEntry",
     "LoadError",
     "MemoryDoc",
     "MemoryParseError",
@@ -18,5 +38,10 @@ __all__ = [
     "RecallKitError",
     "Snapshot",
     "atomic_write",
+    "clean_terms",
     "parse_memory",
+    "prune_enrichment",
+    "read_enrichment",
+    "sidecar_path",
+    "write_enrichment",
 ]

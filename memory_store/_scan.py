@@ -1,7 +1,9 @@
-"""Listing memory files under a root and reading each one defensively.
+"""Walking a root and reading each memory file defensively, without ever following a symlinked folder.
 
-Listing and reading are two steps on purpose: a file may vanish, change type or
-lose its permissions between them, and each of those is reported, not raised.
+Every open below a root is relative to an already open folder and refuses symlinks
+(``O_NOFOLLOW``), so a folder swapped for a symlink between a listing and a read can
+never make a file outside the root be read. A file, folder or permission changing
+under the walk is reported, not raised.
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
+from memory_store._errors import MemoryParseError
 from memory_store._parse import parse_memory
 from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc
-from memory_store._errors import MemoryParseError
 
 Entry = Union[MemoryDoc, LoadError]
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO must not hang us
+# (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
+Reuse = Callable[[str, int, int], Union[MemoryDoc, None]]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO must not hang us
+_SWAPPED = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW / O_DIRECTORY say when a path became a symlink or file
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +50,7 @@ class Root:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A listed file that looks like a memory; ``kind`` is what the listing saw."""
+    """A path that looks like a memory; ``kind`` is what a listing saw there."""
 
     rel: str
     abspath: str
@@ -60,57 +67,158 @@ def is_hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 
 
-def list_candidates(root: Root, under: str = "") -> tuple[list[Candidate], list[LoadError]]:
-    """List memory-file candidates below ``root``/``under``; folders that cannot be listed are errors.
-
-    Hidden entries are skipped. Symlinked folders are not followed (a watcher
-    could not follow them either); one pointing outside the root is reported.
-    """
-    candidates: list[Candidate] = []
-    errors: list[LoadError] = []
-    root_real = os.path.realpath(root.path)
-    stack = [(root.abspath(under), under)]
-    while stack:
-        folder, folder_rel = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if name.startswith("."):
-                        continue
-                    rel = f"{folder_rel}/{name}" if folder_rel else name
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, rel))
-                    elif entry.is_symlink():
-                        if is_memory_name(name):
-                            candidates.append(Candidate(rel, entry.path, "symlink"))
-                        elif (err := symlinked_folder_error(root, rel, entry.path, root_real)) is not None:
-                            errors.append(err)
-                    elif is_memory_name(name):
-                        kind = "file" if entry.is_file(follow_symlinks=False) else "other"
-                        candidates.append(Candidate(rel, entry.path, kind))
-        except FileNotFoundError:
-            continue  # removed while we walked; the watcher reports the deletion
-        except NotADirectoryError:
-            continue
-        except PermissionError:
-            errors.append(LoadError(root.label, folder_rel or ".", "unreadable folder: permission denied"))
-        except OSError as exc:
-            errors.append(LoadError(root.label, folder_rel or ".", f"unreadable folder: {exc.strerror}"))
-    return candidates, errors
+def open_root(root: Root) -> int:
+    """Open the root folder itself; a symlinked root is followed on purpose (the user named it)."""
+    return os.open(root.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def read_candidate(root: Root, cand: Candidate, max_bytes: int, root_real: str | None = None) -> Entry:
-    """Read and parse one listed file; every failure becomes a LoadError with a one-line reason."""
+def open_beneath(dir_fd: int, rel: str, final_flags: int = _DIR_FLAGS) -> int:
+    """Open ``rel`` below ``dir_fd`` one component at a time, refusing every symlink on the way."""
+    parts = [part for part in rel.split("/") if part]
+    if not parts:
+        return os.dup(dir_fd)
+    fd = dir_fd
     try:
-        doc_or_reason = _read(root, cand, max_bytes, root_real or os.path.realpath(root.path))
+        for part in parts[:-1]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != dir_fd:
+                os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], final_flags | os.O_NOFOLLOW, dir_fd=fd)
+    finally:
+        if fd != dir_fd:
+            os.close(fd)
+
+
+def walk(
+    root: Root, root_fd: int, under: str, max_bytes: int, reuse: Reuse | None = None
+) -> tuple[dict[str, Entry], set[str]]:
+    """Read every memory below ``under`` (a folder already checked to be one): (rel -> entry, rels read via a symlink).
+
+    Hidden entries are skipped. Symlinked folders are never followed; one
+    pointing outside the root is reported. A folder that cannot be listed is an error.
+    ``reuse(abspath, size, mtime_ns)`` may stand in for reading a regular file (a caller's cache).
+    """
+    found: dict[str, Entry] = {}
+    links: set[str] = set()
+    root_real = os.path.realpath(root.path)
+    try:
+        start = open_beneath(root_fd, under)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, *_SWAPPED):
+            found[under or "."] = _folder_error(root, under, exc)
+        return found, links  # gone or swapped: the watcher's event for it settles the path
+    stack: list[tuple[int, str, list[str]]] = []
+    fd, folder_rel = start, under
+    while True:
+        subfolders = _read_folder(root, root_fd, fd, folder_rel, max_bytes, root_real, found, links, reuse)
+        stack.append((fd, folder_rel, subfolders))
+        fd = -1
+        while stack and fd == -1:
+            parent_fd, parent_rel, pending = stack[-1]
+            if not pending:
+                os.close(parent_fd)
+                stack.pop()
+                continue
+            name = pending.pop()
+            folder_rel = f"{parent_rel}/{name}" if parent_rel else name
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, *_SWAPPED):
+                    found[folder_rel] = _folder_error(root, folder_rel, exc)
+        if fd == -1:
+            return dict(sorted(found.items())), links  # a stable doc order for a given tree
+
+
+def _read_folder(
+    root: Root,
+    root_fd: int,
+    fd: int,
+    folder_rel: str,
+    max_bytes: int,
+    root_real: str,
+    found: dict[str, Entry],
+    links: set[str],
+    reuse: Reuse | None = None,
+) -> list[str]:
+    """Read the memories directly in one open folder; return its visible subfolders' names."""
+    subfolders: list[str] = []
+    try:
+        with os.scandir(fd) as entries:
+            listed = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in entries]
+    except OSError as exc:
+        found[folder_rel or "."] = _folder_error(root, folder_rel, exc)
+        return subfolders
+    for name, is_dir, is_link in listed:
+        if name.startswith("."):
+            continue
+        rel = f"{folder_rel}/{name}" if folder_rel else name
+        if is_dir:
+            subfolders.append(name)
+        elif is_link and not is_memory_name(name):
+            if (err := symlinked_folder_error(root, rel, root_real)) is not None:
+                found[rel] = err
+        elif is_memory_name(name):
+            if reuse is not None and not is_link and (doc := _reused(root, fd, name, rel, reuse)) is not None:
+                found[rel] = doc
+                continue
+            found[rel] = read_at(root, root_fd, fd, rel, "symlink" if is_link else "file", max_bytes, root_real)
+            if is_link:
+                links.add(rel)
+    return subfolders
+
+
+def _reused(root: Root, fd: int, name: str, rel: str, reuse: Reuse) -> MemoryDoc | None:
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None  # reading it reports the problem
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return reuse(root.abspath(rel), info.st_size, info.st_mtime_ns)
+
+
+def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Entry:
+    """Read one path reported by the watcher; its folders are walked from the root without following symlinks."""
+    try:
+        root_fd = open_root(root)
+    except OSError as exc:
+        return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+    try:
+        parent_rel = cand.rel.rpartition("/")[0]
+        try:
+            parent_fd = open_beneath(root_fd, parent_rel)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return LoadError(root.label, cand.rel, "file vanished before it could be read")
+            if exc.errno in _SWAPPED:
+                return LoadError(root.label, cand.rel, "a folder on its path was replaced by a symlink")
+            return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+        try:
+            return read_at(root, root_fd, parent_fd, cand.rel, cand.kind, max_bytes, os.path.realpath(root.path))
+        finally:
+            os.close(parent_fd)
+    finally:
+        os.close(root_fd)
+
+
+def read_at(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Entry:
+    """Read and parse one listed file in its open parent folder; every failure becomes a LoadError."""
+    try:
+        return _read(root, root_fd, parent_fd, rel, kind, max_bytes, root_real)
     except MemoryParseError as exc:
-        return LoadError(root.label, cand.rel, str(exc))
-    return doc_or_reason
+        return LoadError(root.label, rel, str(exc))
+    except Exception as exc:  # one file must never stop a scan or the watcher, whatever it holds
+        return LoadError(root.label, rel, f"unreadable: {type(exc).__name__}")
 
 
-def symlinked_folder_error(root: Root, rel: str, abspath: str, root_real: str) -> LoadError | None:
-    """A symlink that is not a memory file matters only when it is a folder leading out of the root."""
+def symlinked_folder_error(root: Root, rel: str, root_real: str) -> LoadError | None:
+    """A symlink that is not a memory file matters only when it is a folder leading out of the root.
+
+    Only stat and realpath look through it, to word the report; nothing is read there.
+    """
+    abspath = root.abspath(rel)
     if os.path.isdir(abspath) and not _inside(os.path.realpath(abspath), root_real):
         return LoadError(root.label, rel, "symlinked folder points outside the root")
     return None
@@ -120,45 +228,61 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
-def _read(root: Root, cand: Candidate, max_bytes: int, root_real: str) -> Entry:
-    if cand.kind == "other":
-        return LoadError(root.label, cand.rel, "not a regular file")
-    target, flags = cand.abspath, _OPEN_FLAGS | os.O_NOFOLLOW
-    if cand.kind == "symlink":
-        try:
-            target = os.path.realpath(cand.abspath, strict=True)
-        except FileNotFoundError:
-            return LoadError(root.label, cand.rel, "broken symlink: its target does not exist")
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return LoadError(root.label, cand.rel, "symlink loop")
-            return LoadError(root.label, cand.rel, f"unreadable symlink: {exc.strerror}")
-        if not _inside(target, root_real):
-            return LoadError(root.label, cand.rel, "symlink points outside the root")
+def _folder_error(root: Root, rel: str, exc: OSError) -> LoadError:
+    reason = "permission denied" if isinstance(exc, PermissionError) else exc.strerror
+    return LoadError(root.label, rel or ".", f"unreadable folder: {reason}")
+
+
+def _read(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Entry:
+    if kind == "other":
+        return LoadError(root.label, rel, "not a regular file")
+    abspath = root.abspath(rel)
     try:
-        fd = os.open(target, flags)
+        if kind == "symlink":
+            fd_or_error = _open_link_target(root, root_fd, rel, abspath, root_real)
+            if isinstance(fd_or_error, LoadError):
+                return fd_or_error
+            fd = fd_or_error
+        else:
+            fd = os.open(rel.rpartition("/")[2], _FILE_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
-        return LoadError(root.label, cand.rel, "file vanished before it could be read")
+        return LoadError(root.label, rel, "file vanished before it could be read")
     except PermissionError:
-        return LoadError(root.label, cand.rel, "unreadable: permission denied")
+        return LoadError(root.label, rel, "unreadable: permission denied")
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink that replaced the listed file
-            return LoadError(root.label, cand.rel, "file was replaced by a symlink while being read")
-        return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+            return LoadError(root.label, rel, "file was replaced by a symlink while being read")
+        return LoadError(root.label, rel, f"unreadable: {exc.strerror}")
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return LoadError(root.label, cand.rel, "not a regular file")
+            return LoadError(root.label, rel, "not a regular file")
         if info.st_size > max_bytes:
-            return LoadError(root.label, cand.rel, f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
+            return LoadError(root.label, rel, f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
         data = _read_all(fd, max_bytes + 1)
     except OSError as exc:
-        return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+        return LoadError(root.label, rel, f"unreadable: {exc.strerror}")
     finally:
         os.close(fd)
-    return parse_memory(
-        data, scope=root.label, path=cand.rel, abspath=cand.abspath, mtime=info.st_mtime, max_bytes=max_bytes
-    )
+    return parse_memory(data, scope=root.label, path=rel, abspath=abspath, mtime=info.st_mtime, max_bytes=max_bytes)
+
+
+def _open_link_target(root: Root, root_fd: int, rel: str, abspath: str, root_real: str) -> int | LoadError:
+    """A symlinked memory is read only when its target lies inside the root, reached from the root without symlinks."""
+    try:
+        target = os.path.realpath(abspath, strict=True)
+    except FileNotFoundError:
+        return LoadError(root.label, rel, "broken symlink: its target does not exist")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return LoadError(root.label, rel, "symlink loop")
+        return LoadError(root.label, rel, f"unreadable symlink: {exc.strerror}")
+    if target == root_real:
+        return LoadError(root.label, rel, "not a regular file")
+    if not _inside(target, root_real):
+        return LoadError(root.label, rel, "symlink points outside the root")
+    inner = os.path.relpath(target, root_real).replace(os.sep, "/")
+    return open_beneath(root_fd, inner, _FILE_FLAGS)
 
 
 def _read_all(fd: int, limit: int) -> bytes:

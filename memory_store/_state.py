@@ -6,34 +6,59 @@ never see it, they see the Snapshot it last built.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
 import stat
-from typing import Callable
+from dataclasses import dataclass
 
+from memory_store._enrich import SIDECAR_PATH, EnrichmentEntry, SidecarProblem, read_enrichment, read_sidecar_fd
 from memory_store._scan import (
     Candidate,
     Entry,
+    Reuse,
     Root,
     is_hidden,
     is_memory_name,
-    list_candidates,
-    read_candidate,
+    open_beneath,
+    open_root,
+    read_at,
     symlinked_folder_error,
+    walk,
 )
 from memory_store._types import LoadError, MemoryDoc, Snapshot
+
+_GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # the path is not a folder we may enter (any more)
+_SIDECAR_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    """Where a root's enrichment is read from: its own hidden file, or a file given from outside."""
+
+    path: str  # absolute
+    inside: bool  # True: the root's own SIDECAR_PATH, opened from the root without following symlinks
+
+    def label_path(self) -> str:
+        return SIDECAR_PATH if self.inside else self.path
 
 
 class StoreState:
     """Per-root entries (relative path -> doc or error) plus the delta since the last snapshot."""
 
-    def __init__(self, roots: list[Root], max_bytes: int, reuse: Callable[[str, int, int], MemoryDoc | None] | None = None) -> None:
+    def __init__(
+        self, roots: list[Root], max_bytes: int, sidecars: dict[str, Sidecar] | None = None, reuse: Reuse | None = None
+    ) -> None:
         self.roots = roots
-        self.reuse = reuse  # asked once per file of the first scan, then dropped
+        self.reuse = reuse  # consulted by the first scan only: later reads always go to the file
         self.max_bytes = max_bytes
-        self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}
+        self.sidecars = dict(sidecars or {})  # label -> sidecar; a root without one is not enriched
+        self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}  # as read, unenriched
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
+        self._enrichment: dict[str, dict[str, EnrichmentEntry]] = {root.label: {} for root in roots}
+        self._sidecar_errors: dict[str, list[str]] = {root.label: [] for root in roots}
         self._missing: dict[str, LoadError] = {}
-        self._docs: dict[str, MemoryDoc] = {}
+        self._docs: dict[str, MemoryDoc] = {}  # as published: with fresh enrichment attached
         self._errors: dict[str, LoadError] = {}
         self._touched: set[str] = set()
         self._published: Snapshot | None = None
@@ -44,18 +69,33 @@ class StoreState:
         """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone."""
         if under and is_hidden(under):
             return
-        if under and not os.path.isdir(root.abspath(under)):
-            self._drop_under(root, under)  # the folder is gone, or became a file
-            if os.path.lexists(root.abspath(under)):
-                self.refresh(root, under)
-            return
-        if not os.path.isdir(root.path):
-            self._set_missing(root)
+        links: set[str] = set()
+        try:
+            root_fd = open_root(root)
+        except OSError as exc:
             under = ""
-            found: dict[str, Entry] = {}
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                self._set_missing(root)
+                found: dict[str, Entry] = {}
+            else:
+                self._clear_missing(root)
+                reason = "permission denied" if isinstance(exc, PermissionError) else exc.strerror
+                found = {".": LoadError(root.label, ".", f"unreadable folder: {reason}")}
         else:
             self._clear_missing(root)
-            found = self._scan(root, under)
+            try:
+                is_folder = not under or _is_folder(root_fd, under)
+                if is_folder:
+                    first_scan = self._published is None
+                    found, links = walk(root, root_fd, under, self.max_bytes, self.reuse if first_scan else None)
+            finally:
+                os.close(root_fd)
+            if not is_folder:
+                self._drop_under(root, under)  # the folder is gone, or became a file or a symlink
+                self.refresh(root, under)
+                return
+        if not under:
+            self.reload_enrichment(root)
         entries = self._entries[root.label]
         prefix = f"{under}/" if under else ""
         stale = [rel for rel in entries if rel not in found and (not under or rel == under or rel.startswith(prefix))]
@@ -63,26 +103,7 @@ class StoreState:
             self._put(root, rel, None)
         for rel, entry in found.items():
             self._put(root, rel, entry)
-
-    def _scan(self, root: Root, under: str) -> dict[str, Entry]:
-        candidates, errors = list_candidates(root, under)
-        root_real = os.path.realpath(root.path)
-        found: dict[str, Entry] = {err.path: err for err in errors}
-        links = self._links[root.label]
-        for cand in sorted(candidates, key=lambda c: c.rel):  # a stable doc order for a given tree
-            found[cand.rel] = self._reused(cand) or read_candidate(root, cand, self.max_bytes, root_real)
-            if cand.kind == "symlink":
-                links.add(cand.rel)
-        return found
-
-    def _reused(self, cand: Candidate) -> MemoryDoc | None:
-        if self.reuse is None or cand.kind != "file" or self._published is not None:
-            return None
-        try:
-            info = os.stat(cand.abspath, follow_symlinks=False)
-        except OSError:
-            return None  # let the read report it
-        return self.reuse(cand.abspath, info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+        self._links[root.label].update(rel for rel in links if rel in self._entries[root.label])
 
     def refresh_links(self, root: Root) -> None:
         """Re-read the root's symlinked memories: the watcher reports changes to their targets, not to them."""
@@ -96,25 +117,88 @@ class StoreState:
             return
         if is_hidden(rel):
             return
-        abspath = root.abspath(rel)
+        parent_rel, _, name = rel.rpartition("/")
         try:
-            info = os.lstat(abspath)
+            root_fd = open_root(root)
         except OSError:
-            # Gone. A vanished folder arrives as a folder event and goes through rescan().
-            self._put(root, rel, None)
+            self._put(root, rel, None)  # the root itself went; its own event rescans it
             return
-        name = rel.rsplit("/", 1)[-1]
-        if stat.S_ISDIR(info.st_mode):
+        try:
+            try:
+                parent_fd = open_beneath(root_fd, parent_rel)
+            except OSError:
+                self._put(root, rel, None)  # its folder is gone or no longer a folder: a fresh scan lists nothing
+                return
+            try:
+                entry, is_folder = self._read_path(root, root_fd, parent_fd, rel, name)
+            finally:
+                os.close(parent_fd)
+        finally:
+            os.close(root_fd)
+        if is_folder:
             self.rescan(root, rel)
-        elif stat.S_ISLNK(info.st_mode) and not is_memory_name(name):
-            self._put(root, rel, symlinked_folder_error(root, rel, abspath, os.path.realpath(root.path)))
-        elif is_memory_name(name):
-            kind = "symlink" if stat.S_ISLNK(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
-            links = self._links[root.label]
-            links.add(rel) if kind == "symlink" else links.discard(rel)
-            self._put(root, rel, read_candidate(root, Candidate(rel, abspath, kind), self.max_bytes))
         else:
-            self._put(root, rel, None)
+            self._put(root, rel, entry)
+
+    def _read_path(self, root: Root, root_fd: int, parent_fd: int, rel: str, name: str) -> tuple[Entry | None, bool]:
+        """(entry for ``rel`` or None, whether it is a folder), looked at in its open parent folder."""
+        try:
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError:
+            return None, False  # gone; a vanished folder arrives as a folder event and goes through rescan()
+        links = self._links[root.label]
+        if stat.S_ISDIR(info.st_mode):
+            return None, True
+        if stat.S_ISLNK(info.st_mode) and not is_memory_name(name):
+            return symlinked_folder_error(root, rel, os.path.realpath(root.path)), False
+        if not is_memory_name(name):
+            return None, False
+        kind = "symlink" if stat.S_ISLNK(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+        links.add(rel) if kind == "symlink" else links.discard(rel)
+        return read_at(root, root_fd, parent_fd, rel, kind, self.max_bytes, os.path.realpath(root.path)), False
+
+    # --- enrichment --------------------------------------------------------------
+
+    def sidecar_touched(self, root: Root, paths: set[str]) -> bool:
+        """Whether any of ``paths`` (absolute, as under the given root) is the root's sidecar or a folder above it."""
+        sidecar = self.sidecars.get(root.label)
+        if sidecar is None:
+            return False
+        return any(p == sidecar.path or sidecar.path.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
+
+    def reload_enrichment(self, root: Root) -> None:
+        """Re-read the root's sidecar; docs whose fresh enrichment changed are re-published."""
+        sidecar = self.sidecars.get(root.label)
+        if sidecar is None:
+            return
+        new, problems = _read_sidecar(root, sidecar)
+        label = root.label
+        for ref in self._sidecar_errors[label]:
+            self._errors.pop(ref, None)
+        refs: list[str] = []
+        for line, reason in problems:
+            where = f"{sidecar.label_path()}:{line}" if line else sidecar.label_path()
+            err = LoadError(label, where, reason)
+            self._errors[err.ref] = err
+            refs.append(err.ref)
+        self._sidecar_errors[label] = refs
+        old, self._enrichment[label] = self._enrichment[label], new
+        entries = self._entries[label]
+        for rel in old.keys() | new.keys():
+            raw = entries.get(rel)
+            if old.get(rel) == new.get(rel) or not isinstance(raw, MemoryDoc):
+                continue
+            ref = f"{label}/{rel}"
+            enriched = self._enriched(label, raw)
+            if enriched.enrichment != self._docs[ref].enrichment:
+                self._docs[ref] = enriched
+                self._touched.add(ref)
+
+    def _enriched(self, label: str, doc: MemoryDoc) -> MemoryDoc:
+        entry = self._enrichment[label].get(doc.path)
+        if entry is None or entry.sha256 != doc.content_hash:  # none, or stale: written for other bytes
+            return doc if doc.enrichment is None else dataclasses.replace(doc, enrichment=None)
+        return dataclasses.replace(doc, enrichment=entry.enrichment)
 
     # --- snapshots ---------------------------------------------------------------
 
@@ -125,7 +209,8 @@ class StoreState:
             changed = frozenset(self._docs)
             removed: frozenset[str] = frozenset()
         else:
-            changed = frozenset(r for r in self._touched if r in self._docs and self._docs[r] != prev.docs.get(r))
+            # Identity, not equality: an unchanged doc keeps its object, and a deep compare could cost anything.
+            changed = frozenset(r for r in self._touched if r in self._docs and self._docs[r] is not prev.docs.get(r))
             removed = frozenset(r for r in self._touched if r not in self._docs and r in prev.docs)
         errors = tuple(sorted(self._errors.values(), key=lambda e: (e.scope, e.path)))
         self._touched.clear()
@@ -140,7 +225,7 @@ class StoreState:
     def _put(self, root: Root, rel: str, entry: Entry | None) -> None:
         entries = self._entries[root.label]
         old = entries.get(rel)
-        if old == entry:
+        if _same(old, entry):
             return
         ref = f"{root.label}/{rel}"
         self._touched.add(ref)
@@ -156,7 +241,7 @@ class StoreState:
         if isinstance(entry, LoadError):
             self._errors[ref] = entry
         else:
-            self._docs[ref] = entry
+            self._docs[ref] = self._enriched(root.label, entry)
 
     def _drop_under(self, root: Root, rel: str) -> None:
         """A path vanished: drop it, and anything below it if it was a folder."""
@@ -175,3 +260,54 @@ class StoreState:
     def _clear_missing(self, root: Root) -> None:
         if self._missing.pop(root.label, None) is not None:
             del self._errors[f"{root.label}/{root.path}"]
+
+
+def _same(old: Entry | None, new: Entry | None) -> bool:
+    """Cheap equality: a doc is the same when its source and bytes are; never compare parsed structures."""
+    if old is new:
+        return True
+    if isinstance(old, MemoryDoc) and isinstance(new, MemoryDoc):
+        return (old.content_hash, old.size, old.mtime, old.abspath) == (
+            new.content_hash,
+            new.size,
+            new.mtime,
+            new.abspath,
+        )
+    if isinstance(old, LoadError) and isinstance(new, LoadError):
+        return old == new
+    return False
+
+
+def _is_folder(root_fd: int, rel: str) -> bool:
+    """Whether ``rel`` is a real folder below the root (not a symlink to one)."""
+    try:
+        os.close(open_beneath(root_fd, rel))
+    except OSError as exc:
+        return exc.errno not in _GONE  # EACCES: a folder we may not read; the walk reports it
+    return True
+
+
+def _read_sidecar(root: Root, sidecar: Sidecar) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+    if not sidecar.inside:
+        return read_enrichment(sidecar.path)
+    try:
+        root_fd = open_root(root)
+    except OSError:
+        return {}, []  # no root, so no sidecar; the root's own error says so
+    try:
+        try:
+            fd = open_beneath(root_fd, SIDECAR_PATH, _SIDECAR_FILE_FLAGS)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return {}, []
+            if exc.errno == errno.ELOOP:
+                return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        try:
+            return read_sidecar_fd(fd)
+        except OSError as exc:
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        finally:
+            os.close(fd)
+    finally:
+        os.close(root_fd)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable, Union
+from typing import Callable, Mapping, Union
 
-from memory_store._scan import Root, is_hidden
-from memory_store._state import StoreState
-from memory_store._types import DEFAULT_MAX_BYTES, MemoryDoc, Snapshot
+from memory_store._enrich import sidecar_path
+from memory_store._scan import Reuse, Root, is_hidden
+from memory_store._state import Sidecar, StoreState
+from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
 from memory_store._watch import Batch, Watcher
 from memory_store._errors import MemoryStoreError
 
 RootSpec = Union[str, "os.PathLike[str]", tuple[str, Union[str, "os.PathLike[str]"]]]
 Subscriber = Callable[[Snapshot], None]
-# (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
-Reuse = Callable[[str, int, int], Union[MemoryDoc, None]]
+PathSpec = Union[str, "os.PathLike[str]"]
+EnrichmentSpec = Union[bool, Mapping[str, PathSpec]]
 
 # Folds an editor's write-temp-then-rename (and a burst of saves) into one update.
 # bench/store_scaling.py: write-to-visible is this window plus 1-5 ms, at 100 to 10,000 files.
@@ -33,9 +34,17 @@ class MemoryStore:
     swap it in, then call subscribers there.
     """
 
-    def __init__(self, roots: list[Root], *, max_bytes: int, debounce_ms: float, reuse: Reuse | None = None) -> None:
+    def __init__(
+        self,
+        roots: list[Root],
+        *,
+        max_bytes: int,
+        debounce_ms: float,
+        sidecars: dict[str, Sidecar] | None = None,
+        reuse: Reuse | None = None,
+    ) -> None:
         self._roots = roots
-        self._state = StoreState(roots, max_bytes, reuse)
+        self._state = StoreState(roots, max_bytes, sidecars, reuse)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -52,6 +61,7 @@ class MemoryStore:
         debounce_ms: float = DEFAULT_DEBOUNCE_MS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         allow_missing: bool = False,
+        enrichment: EnrichmentSpec = True,
         reuse: Reuse | None = None,
     ) -> "MemoryStore":
         """Scan ``roots`` into snapshot version 1 and, with ``watch``, keep it current.
@@ -59,17 +69,25 @@ class MemoryStore:
         A root is a path or a ``(label, path)`` tuple; the default label is the
         folder's name, made unique with "-2", "-3". A root that does not exist
         raises MemoryStoreError unless ``allow_missing`` (then, when watching,
-        it is picked up once it appears). ``reuse(abspath, size, mtime_ns)`` is asked
-        before each regular file of the first scan is read: a doc it returns stands in
-        for reading and parsing that file (a caller's cache of unchanged files).
+        it is picked up once it appears).
+
+        ``enrichment``: True reads each root's own sidecar (``.recall-kit/enrichment.jsonl``);
+        False reads none; a mapping ``{root label or path: sidecar path}`` reads those
+        roots' sidecars from the given files instead (the other roots keep their own).
+        Sidecars are watched like the memories.
+
+        ``reuse(abspath, size, mtime_ns)`` is asked before each regular file of the first
+        scan is read: a doc it returns stands in for reading and parsing that file (a
+        caller's cache of unchanged files). Fresh enrichment is attached to it as to any doc.
         """
         resolved = _resolve_roots(roots)
+        sidecars = _resolve_sidecars(resolved, enrichment)
         if not allow_missing:
             for root in resolved:
                 if not os.path.isdir(root.path):
                     what = "is not a folder" if os.path.exists(root.path) else "does not exist"
                     raise MemoryStoreError(f"memory root {what}: {root.path}")
-        store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms, reuse=reuse)
+        store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms, sidecars=sidecars, reuse=reuse)
         try:
             store._start(watch)
         except BaseException:
@@ -153,7 +171,10 @@ class MemoryStore:
         with self._lock:
             if watch:
                 # Watch first, then scan: a file written in between shows up as an event.
-                self._watcher = Watcher([r.path for r in self._roots], self._apply_batch, self._debounce_s)
+                outside = [sidecar.path for sidecar in self._state.sidecars.values() if not sidecar.inside]
+                self._watcher = Watcher(
+                    [r.path for r in self._roots], self._apply_batch, self._debounce_s, extra_files=outside
+                )
                 self._watcher.start()
                 self._watcher.sync_watches()
             for root in self._roots:
@@ -170,10 +191,13 @@ class MemoryStore:
             whole = {r.path for r in self._roots} if batch.rescan_all else set(fresh)
             for folder in batch.folders:  # a root itself, or a folder above it, moved or vanished
                 whole.update(r.path for r in self._roots if r.path == folder or r.path.startswith(folder + os.sep))
+            touched = batch.files | batch.folders
             for root in self._roots:
                 if root.path in whole:
-                    self._state.rescan(root)
+                    self._state.rescan(root)  # re-reads the sidecar too
                     continue
+                if self._state.sidecar_touched(root, touched):
+                    self._state.reload_enrichment(root)
                 rels = sorted(rel for p in batch.folders if (rel := root.rel(p)) and not is_hidden(rel))
                 kept: list[str] = []
                 for rel in rels:  # sorted, so a parent comes before its children
@@ -201,6 +225,24 @@ class MemoryStore:
         with self._published:
             self._snapshot = snapshot
             self._published.notify_all()
+
+
+def _resolve_sidecars(roots: list[Root], spec: EnrichmentSpec) -> dict[str, Sidecar]:
+    if spec is False:
+        return {}
+    sidecars = {root.label: Sidecar(str(sidecar_path(root.path)), inside=True) for root in roots}
+    if spec is True:
+        return sidecars
+    if not isinstance(spec, Mapping):
+        raise MemoryStoreError("enrichment must be True, False or a mapping of root label or path to sidecar path")
+    for key, path in spec.items():
+        key_path = os.path.abspath(os.path.expanduser(os.fspath(key)))
+        match = [root for root in roots if key in (root.label, root.path) or key_path == root.path]
+        if not match:
+            raise MemoryStoreError(f"enrichment given for an unknown root: {os.fspath(key)!r}")
+        for root in match:
+            sidecars[root.label] = Sidecar(os.path.abspath(os.path.expanduser(os.fspath(path))), inside=False)
+    return sidecars
 
 
 def _resolve_roots(specs: tuple[RootSpec, ...]) -> list[Root]:

@@ -13,6 +13,14 @@ DEFAULT_MAX_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
+class Enrichment:
+    """Search terms a model wrote for one version of a memory, read from the root's sidecar, never the file."""
+
+    keywords: tuple[str, ...] = ()
+    usage_scenarios: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryDoc:
     """One parsed memory file. Identified by ``ref`` = ``scope/path``."""
 
@@ -28,6 +36,8 @@ class MemoryDoc:
     mtime: float
     size: int
     content_hash: str  # sha256 hex of the raw bytes
+    usage_scenarios: tuple[str, ...] = ()  # example requests, from the frontmatter
+    enrichment: Enrichment | None = None  # the sidecar's entry for exactly these bytes, if any
 
     @property
     def ref(self) -> str:

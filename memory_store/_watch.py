@@ -79,8 +79,10 @@ class Watcher:
         root_paths: list[str],
         on_batch: Callable[[Batch, "Watcher"], None],
         debounce_s: float,
+        extra_files: list[str] | tuple[str, ...] = (),
     ) -> None:
         self._root_paths = root_paths
+        self._extra_files = list(extra_files)  # single files outside the roots (given sidecars), reported as they are
         self._on_batch = on_batch
         self._debounce_s = debounce_s
         self._max_delay_s = max(debounce_s * MAX_DELAY_FACTOR, 0.05)
@@ -160,6 +162,12 @@ class Watcher:
                     if parent == os.path.dirname(parent):
                         break
                     parent = os.path.dirname(parent)
+        for path in self._extra_files:
+            folder = os.path.dirname(path)  # its nearest existing folder sees it written, replaced or removed
+            while (ident := _folder_identity(folder)) is None and folder != os.path.dirname(folder):
+                folder = os.path.dirname(folder)
+            if ident is not None and (folder, True) not in wanted:
+                wanted[(folder, False)] = ident
         return wanted
 
     def _unschedule(self, key: WatchKey) -> None:
@@ -186,6 +194,9 @@ class Watcher:
             elif path in (given, real) or given.startswith(path + os.sep) or real.startswith(path + os.sep):
                 inside.append(given)
                 whole = True
+        for extra in self._extra_files:
+            if path == extra or extra.startswith(path + os.sep):
+                inside.append(extra)
         return inside, whole
 
     def note(self, files: tuple[str, ...] = (), folders: tuple[str, ...] = (), rescan_all: bool = False) -> None:

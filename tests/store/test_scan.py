@@ -13,7 +13,7 @@ import pytest
 from store_helpers import memory, write
 
 from memory_store import MemoryStore
-from memory_store._scan import Root, list_candidates, read_candidate
+from memory_store._scan import Candidate, Root, read_candidate
 from recall_kit import MemoryStoreError
 
 
@@ -132,14 +132,14 @@ def test_fifo_named_like_a_memory_is_not_read(root: Path) -> None:
 
 def test_file_deleted_between_listing_and_reading_is_reported(root: Path) -> None:
     write(root / "stays.md", memory())
-    write(root / "goes.md", memory())
+    write(root / "sub" / "goes.md", memory())
     store_root = Root("mem", str(root))
-    candidates, errors = list_candidates(store_root)
-    (root / "goes.md").unlink()  # the race, ordered: listed, then deleted, then read
-    loaded = {c.rel: read_candidate(store_root, c, 256 * 1024) for c in candidates}
-    assert not errors
+    listed = [Candidate(rel, str(root / rel), "file") for rel in ("stays.md", "sub/goes.md", "gone/x.md")]
+    (root / "sub" / "goes.md").unlink()  # the race, ordered: listed, then deleted, then read
+    loaded = {c.rel: read_candidate(store_root, c, 256 * 1024) for c in listed}
     assert loaded["stays.md"].name == "A memory"  # type: ignore[union-attr]
-    assert loaded["goes.md"].reason == "file vanished before it could be read"  # type: ignore[union-attr]
+    assert loaded["sub/goes.md"].reason == "file vanished before it could be read"  # type: ignore[union-attr]
+    assert loaded["gone/x.md"].reason == "file vanished before it could be read"  # type: ignore[union-attr]
 
 
 @pytest.fixture

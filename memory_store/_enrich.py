@@ -1,0 +1,230 @@
+"""The enrichment sidecar: model-written search terms per memory version, kept beside the memories, never in them.
+
+One JSON object a line: ``{"path": <POSIX path relative to the root>, "sha256": <hex of
+the memory file's bytes>, "keywords": [...], "usage_scenarios": [...]}``; other keys are
+ignored. Every line is untrusted: it is validated and its terms cleaned on the way in
+and on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from memory_store._errors import MemoryStoreError
+from memory_store._types import Enrichment
+from memory_store._write import atomic_write
+
+SIDECAR_PATH = ".recall-kit/enrichment.jsonl"  # relative to a root; hidden, so never scanned as a memory
+MAX_KEYWORDS = 32
+MAX_KEYWORD_CHARS = 64
+MAX_SCENARIOS = 8
+MAX_SCENARIO_CHARS = 200
+MAX_SIDECAR_BYTES = 64 * 1024 * 1024  # about 30,000 fully enriched memories
+MAX_LINE_BYTES = 64 * 1024  # a full entry is under 4 KiB
+
+_TAG = re.compile(r"<[^<>]*>")
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+# Control, format (zero-width, bidi), surrogate, private-use, unassigned and separator characters.
+_DROP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_INSPECT_FACTOR = 8  # look at no more than this many times the items or characters that can be kept
+
+SidecarProblem = tuple[int, str]  # (line number, or 0 for the whole file; one-line reason)
+
+
+@dataclass(frozen=True, slots=True)
+class EnrichmentEntry:
+    """One sidecar line: terms for the memory at ``path`` whose bytes hash to ``sha256``."""
+
+    path: str
+    sha256: str
+    keywords: tuple[str, ...] = ()
+    usage_scenarios: tuple[str, ...] = ()
+    model: str | None = None  # who wrote it; informational
+
+    @property
+    def enrichment(self) -> Enrichment:
+        return Enrichment(self.keywords, self.usage_scenarios)
+
+
+def clean_terms(values: object, max_items: int, max_len: int) -> tuple[str, ...]:
+    """Untrusted terms made safe: strings only, markup and control characters removed, whitespace
+    folded, each cut to ``max_len`` characters, case-insensitive duplicates dropped, at most ``max_items``.
+
+    One string counts as one item; anything that is not a string is dropped. The work is
+    bounded by ``max_items`` and ``max_len``, whatever the input's size.
+    """
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        return ()
+    terms: list[str] = []
+    seen: set[str] = set()
+    for value in values[: max_items * _INSPECT_FACTOR]:
+        if len(terms) >= max_items:
+            break
+        if not isinstance(value, str):
+            continue
+        term = _clean_text(value, max_len)
+        key = term.casefold()
+        if term and key not in seen:
+            seen.add(key)
+            terms.append(term)
+    return tuple(terms)
+
+
+def _clean_text(value: str, max_len: int) -> str:
+    text = unicodedata.normalize("NFKC", value[: max_len * _INSPECT_FACTOR])  # NFKC: full-width <> become <>
+    text = _TAG.sub(" ", text)
+    text = "".join(" " if ch in "<>" or unicodedata.category(ch) in _DROP_CATEGORIES else ch for ch in text)
+    return " ".join(text.split())[:max_len].rstrip()
+
+
+def clean_entry(entry: EnrichmentEntry) -> EnrichmentEntry:
+    """The entry with its terms cleaned; raises ValueError with a one-line reason when path or sha256 is invalid."""
+    path = _valid_path(entry.path)
+    if not isinstance(entry.sha256, str) or not _HEX64.fullmatch(entry.sha256):
+        raise ValueError("'sha256' must be 64 hex digits")
+    model = clean_terms([entry.model], 1, MAX_KEYWORD_CHARS) if entry.model is not None else ()
+    return EnrichmentEntry(
+        path,
+        entry.sha256.lower(),
+        clean_terms(entry.keywords, MAX_KEYWORDS, MAX_KEYWORD_CHARS),
+        clean_terms(entry.usage_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS),
+        model[0] if model else None,
+    )
+
+
+def _valid_path(path: object) -> str:
+    if not isinstance(path, str) or not path or len(path) > 4096:
+        raise ValueError("'path' must be a non-empty relative path")
+    parts = path.split("/")
+    if path.startswith("/") or "\x00" in path or any(part in ("", ".", "..") for part in parts):
+        raise ValueError("'path' must be a POSIX path relative to the root, without '.' or '..'")
+    return path
+
+
+def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+    """Parse a sidecar's bytes: (relative path -> entry, problems). A bad line never hides the good ones."""
+    entries: dict[str, EnrichmentEntry] = {}
+    problems: list[SidecarProblem] = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE_BYTES:
+            problems.append((number, f"line is {len(line)} bytes, over the {MAX_LINE_BYTES}-byte limit"))
+            continue
+        try:
+            entry = _entry(json.loads(line))
+        except ValueError as exc:
+            problems.append((number, str(exc) if not isinstance(exc, json.JSONDecodeError) else "not valid JSON"))
+            continue
+        except Exception as exc:  # RecursionError on deep nesting, and the like: still one bad line
+            problems.append((number, f"not valid JSON ({type(exc).__name__})"))
+            continue
+        entries[entry.path] = entry  # a later line for the same path wins
+    return entries, problems
+
+
+def _entry(obj: Any) -> EnrichmentEntry:
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    lists: dict[str, list[str]] = {}
+    for key in ("keywords", "usage_scenarios"):
+        value = obj.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError(f"'{key}' must be a list of strings")
+        lists[key] = value
+    model = obj.get("model")
+    return clean_entry(
+        EnrichmentEntry(
+            obj.get("path"),  # type: ignore[arg-type]
+            obj.get("sha256"),  # type: ignore[arg-type]
+            tuple(lists["keywords"]),
+            tuple(lists["usage_scenarios"]),
+            model if isinstance(model, str) else None,
+        )
+    )
+
+
+def read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+    """Read a sidecar from an open file descriptor (closed by the caller)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return {}, [(0, "not a regular file")]
+    if info.st_size > MAX_SIDECAR_BYTES:
+        return {}, [(0, f"file is {info.st_size} bytes, over the {MAX_SIDECAR_BYTES}-byte limit")]
+    chunks: list[bytes] = []
+    remaining = MAX_SIDECAR_BYTES + 1
+    while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    if remaining <= 0:
+        return {}, [(0, f"file is over the {MAX_SIDECAR_BYTES}-byte limit")]
+    return parse_enrichment(b"".join(chunks))
+
+
+def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+    """Read the sidecar at ``path``: (relative path -> entry, [(line, reason)]). A missing file is empty."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}, []
+    except OSError as exc:
+        return {}, [(0, f"unreadable: {exc.strerror}")]
+    try:
+        return read_sidecar_fd(fd)
+    except OSError as exc:
+        return {}, [(0, f"unreadable: {exc.strerror}")]
+    finally:
+        os.close(fd)
+
+
+def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry]) -> Path:
+    """Write the whole sidecar at ``path`` atomically, one cleaned entry a line, sorted by path.
+
+    Creates the sidecar's folder when needed. Raises MemoryStoreError when an entry's
+    path or hash is invalid or the file cannot be written; the old sidecar then stays.
+    """
+    cleaned: dict[str, EnrichmentEntry] = {}
+    for entry in entries:
+        try:
+            good = clean_entry(entry)
+        except ValueError as exc:
+            raise MemoryStoreError(f"invalid enrichment entry for {str(entry.path)[:200]!r}: {exc}") from None
+        cleaned[good.path] = good
+    lines = []
+    for rel in sorted(cleaned):
+        entry = cleaned[rel]
+        obj: dict[str, Any] = {
+            "path": entry.path,
+            "sha256": entry.sha256,
+            "keywords": list(entry.keywords),
+            "usage_scenarios": list(entry.usage_scenarios),
+        }
+        if entry.model is not None:
+            obj["model"] = entry.model
+        lines.append(json.dumps(obj) + "\n")  # ASCII escapes: a path with undecodable bytes still round-trips
+    target = Path(os.path.abspath(os.fspath(path)))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    return atomic_write(target, "".join(lines))
+
+
+def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> list[EnrichmentEntry]:
+    """The entries whose memory still exists (``live_paths``: relative paths of a root's docs)."""
+    live = set(live_paths)
+    return [entry for entry in entries if entry.path in live]
+
+
+def sidecar_path(root: str | os.PathLike[str]) -> Path:
+    """Where a root's own sidecar lives."""
+    return Path(os.path.abspath(os.fspath(root))) / SIDECAR_PATH
