@@ -154,7 +154,16 @@ def _entry(obj: Any) -> EnrichmentEntry:
 
 
 def read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
-    """Read a sidecar from an open file descriptor (closed by the caller)."""
+    """Read a sidecar from an open file descriptor, then close it; a read error is a whole-file problem."""
+    try:
+        return _read_sidecar_fd(fd)
+    except OSError as exc:
+        return {}, [(0, f"unreadable: {exc.strerror}")]
+    finally:
+        os.close(fd)
+
+
+def _read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         return {}, [(0, "not a regular file")]
@@ -178,12 +187,7 @@ def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentE
         return {}, []
     except OSError as exc:
         return {}, [(0, f"unreadable: {exc.strerror}")]
-    try:
-        return read_sidecar_fd(fd)
-    except OSError as exc:
-        return {}, [(0, f"unreadable: {exc.strerror}")]
-    finally:
-        os.close(fd)
+    return read_sidecar_fd(fd)
 
 
 def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry]) -> Path:

@@ -303,11 +303,6 @@ def _read_sidecar(root: Root, sidecar: Sidecar) -> tuple[dict[str, EnrichmentEnt
             if exc.errno == errno.ELOOP:
                 return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
             return {}, [(0, f"unreadable: {exc.strerror}")]
-        try:
-            return read_sidecar_fd(fd)
-        except OSError as exc:
-            return {}, [(0, f"unreadable: {exc.strerror}")]
-        finally:
-            os.close(fd)
+        return read_sidecar_fd(fd)
     finally:
         os.close(root_fd)

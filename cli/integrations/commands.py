@@ -6,10 +6,14 @@ Only click and the standard library at import time: each command imports its mac
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from recall_kit_cli._format import InputError
+
+if TYPE_CHECKING:
+    from recall_kit import SelectorConfig
 
 
 @click.command("serve")
@@ -28,17 +32,10 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None) -> No
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
     """
-    from recall_kit import ConfigError, load_selector_config
     from recall_kit_cli.integrations._runtime import runtime_paths
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
 
-    config = None
-    if not fast_only:
-        try:
-            loaded = load_selector_config()
-        except ConfigError as exc:
-            raise InputError(str(exc)) from None
-        config = loaded if loaded.configured else None
+    config = _selector_config(fast_only)
     paths = runtime_paths()
     daemon = RecallDaemon(paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms)
     try:
@@ -105,16 +102,22 @@ def mcp(roots: tuple[str, ...], fast_only: bool) -> None:
     except ImportError as exc:
         raise InputError(f"the MCP server needs the mcp extra: pip install 'recall-kit[mcp]' ({exc})") from None
     from memory_store import MemoryStoreError
-    from recall_kit import ConfigError, load_selector_config
 
-    config = None
-    if not fast_only:
-        try:
-            loaded = load_selector_config()
-        except ConfigError as exc:
-            raise InputError(str(exc)) from None
-        config = loaded if loaded.configured else None
+    config = _selector_config(fast_only)
     try:
         serve_stdio(list(roots), selector_config=config)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
+
+
+def _selector_config(fast_only: bool) -> SelectorConfig | None:
+    """The model settings the daemon or server refines with, or None (fast path only)."""
+    from recall_kit import ConfigError, load_selector_config
+
+    if fast_only:
+        return None
+    try:
+        loaded = load_selector_config()
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    return loaded if loaded.configured else None
