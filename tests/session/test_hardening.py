@@ -50,7 +50,9 @@ def test_a_huge_prompt_goes_through_a_whole_turn(store: MemoryStore, log, chat_s
 
 def test_close_wakes_every_thread_waiting_in_the_session(store: MemoryStore, log, chat_server) -> None:
     server = chat_server(default=Reply.hang())
-    recaller = make_recaller(store, log, server, initial_wait_ms=60_000)
+    # a short ceiling keeps every agent cycling through begin and consume (with a long one they all
+    # end up waiting on the newest handle together), so close() lands in the middle of calls
+    recaller = make_recaller(store, log, server, initial_wait_ms=20)
     session = recaller.sync_session()
     calls = threading.Semaphore(0)
     outcomes: list[str] = []
@@ -61,7 +63,7 @@ def test_close_wakes_every_thread_waiting_in_the_session(store: MemoryStore, log
             try:
                 session.begin(NO_FAST_QUERY)
                 calls.release()
-                session.consume("initial")  # waits for the hanging model, up to a minute
+                session.consume("initial")  # waits for the hanging model, up to the ceiling
                 session.consume("tool_result")
             except RecallKitError:
                 with lock:
@@ -71,7 +73,7 @@ def test_close_wakes_every_thread_waiting_in_the_session(store: MemoryStore, log
     threads = [threading.Thread(target=agent) for _ in range(6)]
     for thread in threads:
         thread.start()
-    for _ in range(12):
+    for _ in range(60):
         assert calls.acquire(timeout=10)
     session.close()
     for thread in threads:
