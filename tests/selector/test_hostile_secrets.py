@@ -91,3 +91,50 @@ def test_429_with_an_empty_object_body_reads_plainly(server: ScriptedChatServer)
     selection, _ = select_with(server, Reply.raw_error(429, "{}"), Reply.raw_error(429, "{}"), candidates=DOCS,
                                timeout=2)
     assert selection.fallback_reason == "HTTP 429"
+
+
+def test_no_fragment_of_the_key_reaches_telemetry_logs_or_deliveries(
+    server: ScriptedChatServer, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+    import json
+
+    from memory_store import MemoryStore
+    from recall_kit import JsonLinesSink, LoggingSink, Recaller, Telemetry
+    from recall_kit.testing.datasets import write_memory
+
+    caplog.set_level(logging.DEBUG)
+    root = tmp_path / "mem"
+    write_memory(root, "db.md", "Postgres conventions", "Atlas stores its data in Postgres behind pgbouncer", "")
+    events = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(events)
+    leaky = [Reply.error(500, f"{'x' * 150}{KEY}"), Reply.select(KEY, f"mem/{KEY}"), Reply.content(f"nope {KEY}")]
+    server.script(*leaky, *leaky)
+    seen: list[str] = []
+
+    async def turns() -> None:
+        settled = asyncio.Event()
+
+        def on_event(event: object) -> None:
+            if getattr(event, "settled", False):
+                settled.set()
+
+        with MemoryStore.open(root, watch=False) as store:
+            selector = ModelSelector(server.base_url, "m", api_key=KEY, timeout=2)
+            telemetry = Telemetry(sink, LoggingSink(level=logging.INFO), on_event)
+            with Recaller(store, selector, telemetry=telemetry) as recaller:
+                for _ in leaky:
+                    settled.clear()
+                    async with recaller.session() as session:
+                        session.begin("postgres pgbouncer settings for atlas")
+                        seen.append(repr(await session.consume("initial")))
+                        await asyncio.wait_for(settled.wait(), 10)  # the model's answer is in
+                        seen.append(repr(await session.consume("tool_result")))
+                        session.finish()
+            await selector.aclose()
+
+    asyncio.run(turns())
+    sink.close()
+    reasons = [json.loads(line).get("fallback_reason") for line in events.read_text().splitlines()]
+    assert sum(bool(r) for r in reasons) == len(leaky), reasons  # every model answer was judged and logged
+    assert_no_piece_of(KEY, events.read_text() + caplog.text + "".join(seen))
