@@ -14,10 +14,13 @@ MAX_MANIFEST_BYTES = 25_000
 MAX_DESCRIPTION_CHARS = 300  # a description is a one-line summary; longer text is noise to the model
 MAX_KEYWORDS = 12
 MAX_KEYWORD_CHARS = 40
+MAX_KEYWORDS_BYTES = 120  # frontmatter and enrichment keywords together: 71 enriched lines fit MAX_MANIFEST_BYTES
+MAX_SCENARIOS = 1  # one example request says enough; the line stays short
+MAX_SCENARIOS_BYTES = 80
 MAX_QUERY_CHARS = 4_000
 
 _LINE_CACHE_SIZE = 8192  # lines of recently shown docs, keyed by (ref, content_hash)
-_LINE_PARTS: dict[tuple[str, str], tuple[str, str, int]] = {}
+_LINE_PARTS: dict[tuple[str, str, object], tuple[str, str, int]] = {}
 
 LINE_PREFIX = "- ref: "
 FIELD_SEPARATOR = " | "
@@ -46,7 +49,7 @@ def _is_showable_ref(ref: str) -> bool:
 
 def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
     """The line around its age, and their size in bytes; cached, as docs recur across queries."""
-    key = (doc.ref, doc.content_hash)
+    key = (doc.ref, doc.content_hash, doc.enrichment)  # enrichment changes without the file changing
     parts = _LINE_PARTS.get(key)
     if parts is None:
         # Slice before cleaning so a huge description costs no more than a short one.
@@ -54,13 +57,25 @@ def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
         kind = doc.type if doc.type in MEMORY_TYPES else manifest_text(doc.type)
         head = f"{LINE_PREFIX}{doc.ref}{FIELD_SEPARATOR}type: {kind}{FIELD_SEPARATOR}age: "
         tail = f"{FIELD_SEPARATOR}{description or manifest_text(doc.name)}"
-        if doc.keywords:
-            keywords = manifest_text(", ".join(k[:MAX_KEYWORD_CHARS] for k in doc.keywords[:MAX_KEYWORDS]))
-            tail += f"{FIELD_SEPARATOR}keywords: {keywords}"
+        keywords, scenarios = doc.keywords, doc.usage_scenarios
+        if doc.enrichment is not None:
+            keywords += doc.enrichment.keywords
+            scenarios += doc.enrichment.usage_scenarios
+        if keywords:
+            shown = ", ".join(k[:MAX_KEYWORD_CHARS] for k in keywords[:MAX_KEYWORDS])
+            tail += f"{FIELD_SEPARATOR}keywords: {_capped(manifest_text(shown), MAX_KEYWORDS_BYTES)}"
+        if scenarios:
+            shown = "; ".join(s for s in scenarios[:MAX_SCENARIOS])
+            tail += f"{FIELD_SEPARATOR}scenarios: {_capped(manifest_text(shown), MAX_SCENARIOS_BYTES)}"
         if len(_LINE_PARTS) >= _LINE_CACHE_SIZE:
             _LINE_PARTS.clear()
         parts = _LINE_PARTS[key] = (head, tail, len(head.encode()) + len(tail.encode()))
     return parts
+
+
+def _capped(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, never inside a character."""
+    return text.encode()[:max_bytes].decode(errors="ignore").rstrip()
 
 
 def _priority_order(

@@ -19,7 +19,7 @@ from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from memory_store import MemoryDoc, MemoryStore, Snapshot
+from memory_store import MemoryDoc, MemoryStore, Snapshot, sidecar_path
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 BASELINE_TOP = 2
@@ -74,13 +74,19 @@ class Metrics:
         return asdict(self)
 
 
-def load_dataset(path: str | Path) -> EvalDataset:
-    """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder."""
+def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> EvalDataset:
+    """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder.
+
+    ``enrichment``: True attaches the dataset's own sidecar when it has one
+    (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
+    """
     root = Path(path)
     memories = root / "memories"
     if not memories.is_dir() or not (root / "queries.jsonl").is_file():
         raise FileNotFoundError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
-    snapshot = _load_memories(memories)
+    if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
+        raise FileNotFoundError(f"enrichment sidecar not found: {enrichment}")
+    snapshot = _load_memories(memories, enrichment)
     queries = []
     with open(root / "queries.jsonl", encoding="utf-8") as lines:
         for line in lines:
@@ -102,9 +108,21 @@ def load_dataset(path: str | Path) -> EvalDataset:
 _QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
 
 
-def _load_memories(memories: Path) -> Snapshot:
-    with MemoryStore.open((DATASET_SCOPE, memories), watch=False) as store:
+def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:
+    sidecars = enrichment if isinstance(enrichment, bool) else {DATASET_SCOPE: Path(enrichment)}
+    with MemoryStore.open((DATASET_SCOPE, memories), watch=False, enrichment=sidecars) as store:
         return store.snapshot()
+
+
+def dataset_sidecar(path: str | Path) -> Path | None:
+    """The dataset's own enrichment sidecar, when it has one."""
+    sidecar = sidecar_path(Path(path) / "memories")
+    return sidecar if sidecar.is_file() else None
+
+
+def enriched_docs(dataset: EvalDataset) -> int:
+    """How many of the dataset's memories carry fresh enrichment."""
+    return sum(doc.enrichment is not None for doc in dataset.snapshot.docs.values())
 
 
 def run(

@@ -141,9 +141,15 @@ class DeliveryBenchReport:
     baseline: DeliveryReport
     refined: RefinedReport | None = None
     lifecycle: LifecycleReport | None = None
+    unenriched: DeliveryReport | None = None  # the same store without its enrichment sidecar
+    sidecar: str | None = None  # the enrichment sidecar ``delivery`` was measured with
+    enriched_docs: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = self.delivery.as_dict()
+        data["enrichment"] = {"sidecar": self.sidecar, "enriched_docs": self.enriched_docs}
+        if self.unenriched is not None:
+            data["unenriched"] = self.unenriched.as_dict()
         if self.refined is not None:
             data["refined"] = self.refined.as_dict()
         if self.lifecycle is not None:

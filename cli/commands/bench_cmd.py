@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -36,6 +37,13 @@ def bench() -> None:
     help="Lifecycle bench: a scripted oracle model answering after these latencies, e.g. 40,250,600,1500,3000.",
 )
 @click.option("--limit", type=int, help="Only the first N queries.")
+@click.option(
+    "--enrichment",
+    "sidecar",
+    type=click.Path(dir_okay=False),
+    help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
+)
+@click.option("--no-enrichment", is_flag=True, help="Measure the memories without any enrichment sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def delivery(
     dataset_dir: str,
@@ -45,20 +53,29 @@ def delivery(
     model_timeout: float | None,
     latency_profile: str | None,
     limit: int | None,
+    sidecar: str | None,
+    no_enrichment: bool,
     as_json: bool,
 ) -> None:
-    """Delivery metrics overall and per kind, beside a plain BM25 baseline."""
+    """Delivery metrics overall and per kind, beside a plain BM25 baseline; with an enrichment
+    sidecar, the enriched store beside the same store unenriched."""
     from recall_kit_bench import (
         DeliveryBenchReport,
         DeliveryReport,
         PlainBaseline,
+        dataset_sidecar,
+        enriched_docs,
         run,
         run_lifecycle_bench,
     )
 
     if limit is not None and limit < 1:
         raise InputError(f"--limit needs a positive number, got {limit}")
-    dataset = _load(dataset_dir, limit)
+    if sidecar is not None and no_enrichment:
+        raise InputError("--enrichment and --no-enrichment exclude each other")
+    found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
+    dataset = _load(dataset_dir, limit, found if found is not None else False)
+    unenriched = None
     lifecycle, refined = None, None
     if latency_profile is not None:
         if fast_only or base_url or model:
@@ -72,9 +89,19 @@ def delivery(
     else:
         config = None if fast_only or not (base_url or model) else _endpoint(base_url, model, model_timeout)
         ours, refined = _session_report(dataset, config)
+        if found is not None:
+            unenriched, _ = _session_report(_load(dataset_dir, limit, False), None)
     with _progress(len(dataset.queries), "baseline") as tick:
         baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
-    report = DeliveryBenchReport(ours, DeliveryReport.of(dataset, baseline), refined, lifecycle)
+    report = DeliveryBenchReport(
+        ours,
+        DeliveryReport.of(dataset, baseline),
+        refined,
+        lifecycle,
+        unenriched,
+        None if found is None else str(found),
+        enriched_docs(dataset),
+    )
     if as_json:
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
     elif report.lifecycle is not None:
@@ -83,11 +110,11 @@ def delivery(
         click.echo(delivery_table(report))
 
 
-def _load(dataset_dir: str, limit: int | None) -> EvalDataset:
+def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
     from recall_kit_bench import EvalDataset, load_dataset
 
     try:
-        dataset = load_dataset(dataset_dir)
+        dataset = load_dataset(dataset_dir, enrichment=enrichment)
     except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
         raise InputError(f"{dataset_dir}: {detail}" if dataset_dir not in detail else detail) from None

@@ -70,6 +70,13 @@ def delivery_table(report: DeliveryBenchReport) -> str:
         f"initial wait ms {_ms(ours.initial_wait_ms)}; "
         f"baseline ms {_ms(base.fast_ms, with_max=False)}"
     )
+    if report.unenriched is not None:
+        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh)"]
+        lines += _side_by_side(ours, report.unenriched, "enr / unenr")
+        folds = report.unenriched.folds or {}
+        lines.append(
+            "unenriched fold spread: " + ", ".join(f"{k} {fmt_rate(v.min)}..{fmt_rate(v.max)}" for k, v in folds.items())
+        )
     if report.refined is not None:
         lines += [""] + _refined_lines(report.refined)
     lines += [f"skipped {error}" for error in ours.load_errors]

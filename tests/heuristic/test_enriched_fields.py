@@ -1,0 +1,117 @@
+"""Structured fields (keywords, usage_scenarios) and enrichment in the index, and body phrases in the gate."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from memory_store import EnrichmentEntry, MemoryStore, sidecar_path, write_enrichment
+from recall_kit import FastHeuristic
+from recall_kit._heuristic import FIELDS, _doc_fields
+from recall_kit._index import FieldIndex, QueryTerm
+from recall_kit._manifest import MAX_SCENARIOS_BYTES, build_manifest
+from recall_kit._tokenize import analyze
+
+MEMORIES = {
+    "deploy.md": (
+        "---\nname: Release train\ndescription: How the billing service ships\ntype: project\n---\n"
+        "Releases are cut every second Tuesday from main.\n"
+    ),
+    "cooking.md": (
+        "---\nname: Kitchen notes\ndescription: Recipes the user keeps\ntype: project\n---\n"
+        "Sourdough starter is fed every morning.\n"
+    ),
+}
+
+
+def write_root(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def enrich(root: Path, rel: str, keywords: tuple[str, ...], scenarios: tuple[str, ...] = (), *, stale: bool = False) -> None:
+    digest = hashlib.sha256((root / rel).read_bytes() + (b"x" if stale else b"")).hexdigest()
+    write_enrichment(sidecar_path(root), [EnrichmentEntry(rel, digest, keywords, scenarios)])
+
+
+def recall_refs(root: Path, query: str, *, enrichment: bool = True) -> list[str]:
+    with MemoryStore.open(("m", root), watch=False, enrichment=enrichment) as store:
+        result = FastHeuristic(store.snapshot()).recall(query)
+    return [scored.doc.ref for scored in result.docs]
+
+
+def test_frontmatter_and_enrichment_terms_count_in_their_own_fields(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", {
+        "a.md": "---\nname: A\ndescription: d\ntype: project\nkeywords: [rollout]\nusage_scenarios: [ship the canary]\n---\nbody\n"
+    })
+    enrich(root, "a.md", ("deployment",), ("promote a build to production",))
+    with MemoryStore.open(("m", root), watch=False) as store:
+        doc = store.snapshot().docs["m/a.md"]
+    fields, _ = _doc_fields(doc)
+    keywords, scenarios = FIELDS.index("keywords"), FIELDS.index("usage_scenarios")
+    assert {"rollout", analyze("deployment")[0].term} <= set(fields[keywords])
+    assert analyze("canary")[0].term in fields[scenarios] and analyze("production")[0].term in fields[scenarios]
+    assert fields[FIELDS.index("body")] == ["bodi"] or fields[FIELDS.index("body")] == [analyze("body")[0].term]
+
+
+def test_enrichment_changes_the_ranking(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", MEMORIES)
+    query = "how do we do a production rollout of billing"
+    before = recall_refs(root, query)
+    enrich(root, "deploy.md", ("production rollout", "deployment schedule", "ship to prod"))
+    after = recall_refs(root, query)
+    assert "m/deploy.md" not in before
+    assert after[:1] == ["m/deploy.md"]
+    assert recall_refs(root, query, enrichment=False) == before  # the sidecar, not the file, changed it
+
+
+def test_stale_enrichment_is_ignored(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", MEMORIES)
+    query = "how do we do a production rollout of billing"
+    before = recall_refs(root, query)
+    enrich(root, "deploy.md", ("production rollout", "deployment schedule"), stale=True)
+    assert recall_refs(root, query) == before
+
+
+def test_strong_body_phrase_is_delivered_and_scattered_words_are_not(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", {
+        "release.md": (
+            "---\nname: Billing release notes\ndescription: How releases are cut and announced\ntype: project\n---\n"
+            "Run migrations behind a feature flag so a rollback never needs a down migration.\n"
+        ),
+        "flags.md": (
+            "---\nname: Team directory\ndescription: Who is who on the team\ntype: project\n---\n"
+            "Each profile shows a flag. A new feature of the page is the timezone.\n"
+        ),
+    })
+    assert recall_refs(root, "migrations behind a feature flag?") == ["m/release.md"]
+    assert "m/flags.md" not in recall_refs(root, "feature flag for the timezone")
+
+
+def test_store_without_structured_fields_scores_as_the_four_field_index(developer_docs, make_snapshot) -> None:
+    # Empty keyword and scenario fields add nothing: scores equal an index without those fields.
+    heuristic = FastHeuristic(make_snapshot(*developer_docs))
+    plain = FieldIndex((2.0, 2.0, 2.0, 1.0))
+    for doc in developer_docs:
+        fields, surfaces = _doc_fields(doc)
+        assert fields[FIELDS.index("usage_scenarios")] == []
+        plain.add(doc.ref, [f for i, f in enumerate(fields) if FIELDS[i] != "usage_scenarios"], surfaces)
+    for query in ("postgres migrations alembic", "deploy staging", "pgbouncer connection string"):
+        terms = [QueryTerm(t.term) for t in analyze(query)]
+        ranked, _, _ = heuristic.rank(query)
+        expected, _ = plain.score(terms)
+        assert [(s.doc.ref, round(s.score, 9)) for s in ranked] == [(h.ref, round(h.score, 9)) for h in expected]
+
+
+def test_manifest_shows_enriched_keywords_and_capped_scenarios(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", MEMORIES)
+    enrich(root, "deploy.md", ("deployment schedule",), ("x" * 190, "y" * 190))
+    with MemoryStore.open(("m", root), watch=False) as store:
+        docs = list(store.snapshot().docs.values())
+    line = next(line for line in build_manifest(docs, now=0.0).text.splitlines() if "deploy.md" in line)
+    assert "keywords: deployment schedule" in line
+    scenarios = line.split("scenarios: ", 1)[1]
+    assert scenarios.startswith("x" * 70) and len(scenarios.encode()) <= MAX_SCENARIOS_BYTES
+    assert "y" not in scenarios
