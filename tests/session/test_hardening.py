@@ -70,7 +70,7 @@ def test_close_wakes_every_thread_waiting_in_the_session(store: MemoryStore, log
                     outcomes.append("closed")
                 return
 
-    threads = [threading.Thread(target=agent) for _ in range(6)]
+    threads = [threading.Thread(target=agent, daemon=True) for _ in range(6)]  # a failure must not hang exit
     for thread in threads:
         thread.start()
     for _ in range(60):
