@@ -140,7 +140,7 @@ class BackgroundEnrichment:
         return max(0.0, due - time.monotonic())
 
     def _next_doc(self) -> MemoryDoc | None:
-        snapshot = self.store.snapshot()
+        snapshot: Snapshot = self.store.snapshot()
         current = {(doc.ref, doc.content_hash) for doc in snapshot.docs.values()}
         self._written &= current  # forget versions that are gone
         self._failed = {v: t for v, t in self._failed.items() if v in current}

@@ -180,7 +180,7 @@ def _show_summary(
                 for r in enriched
             ],
             "fresh": list(fresh),
-            "failed": [{"ref": r.ref, "reason": r.reason} for r in failed],
+            "failed": [{"ref": r.ref, "reason": r.reason, "latency_ms": round(r.latency_ms, 1)} for r in failed],
             "interrupted": interrupted,
             "load_errors": _load_errors(snapshot),
         }
