@@ -163,8 +163,11 @@ class BackgroundEnrichment:
             doc = self._next_doc()
             if doc is None:
                 return
-            self._next_call_at = time.monotonic() + self.interval_s
-            await self._enrich_one(doc)
+            try:
+                await self._enrich_one(doc)
+            finally:
+                # paced from the end of a call, so a slow call never makes the next one follow at once
+                self._next_call_at = time.monotonic() + self.interval_s
 
     async def _enrich_one(self, doc: MemoryDoc) -> None:
         started = time.perf_counter()
