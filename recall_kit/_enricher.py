@@ -31,7 +31,7 @@ logger = logging.getLogger("recall_kit.enricher")
 
 KEYWORDS_KEY = "keywords"
 SCENARIOS_KEY = "usage_scenarios"
-MAX_ENRICH_TOKENS = 640  # 20 keys and 3 requests are ~250 tokens; the cap stops a small model's runaway output
+MAX_ENRICH_TOKENS = 400  # 20 short keys and 3 requests fit in ~300 tokens; the cap stops a small model's runaway output
 MAX_PROMPT_BODY_CHARS = 4_000  # the head of a long body says what it is about
 MAX_FIELD_CHARS = 300  # of the title and description shown to the model
 MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
@@ -105,6 +105,11 @@ def memory_message(doc: MemoryDoc) -> str:
     )
 
 
+def _has_word(term: str) -> bool:
+    # "...", "-", "?": a small model echoing the answer template; placeholders in <> are gone already
+    return any(ch.isalnum() for ch in term)
+
+
 def _items(value: object) -> int:
     return len(value) if isinstance(value, (list, tuple)) else 1
 
@@ -118,9 +123,9 @@ def validate_enrichment(value: Any, doc: MemoryDoc) -> tuple[tuple[str, ...], tu
     own = {k.casefold() for k in doc.keywords}
     keywords = tuple(
         k for k in clean_terms(raw_keywords, MAX_KEYWORDS, MAX_KEYWORD_CHARS)
-        if len(k.split()) <= MAX_KEYWORD_WORDS and k.casefold() not in own
+        if len(k.split()) <= MAX_KEYWORD_WORDS and k.casefold() not in own and _has_word(k)
     )
-    scenarios = clean_terms(raw_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS)
+    scenarios = tuple(s for s in clean_terms(raw_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS) if _has_word(s))
     if not keywords and not scenarios:
         raise AnswerError("answer has no usable terms")
     dropped = _items(raw_keywords) - len(keywords) + _items(raw_scenarios) - len(scenarios)

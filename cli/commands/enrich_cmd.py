@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any, Callable, Sequence
 
 import click
@@ -23,6 +24,7 @@ from recall_kit_cli._format import InputError
 
 EXIT_SOME_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C
+FLUSH_INTERVAL_S = 1.0  # a model call takes about this long or more: in practice every memory is written at once
 
 
 @click.command("enrich")
@@ -63,25 +65,22 @@ def enrich(
         _show_dry_run(todo, fresh, snapshot, as_json)
         return
     assert config is not None
+    sidecars = _Sidecars(snapshot, root_paths)
     results: list[EnrichmentResult] = []
     interrupted = False
     with _progress(len(todo)) as advance:
 
         def finished(result: EnrichmentResult) -> None:
-            entry = result.entry
-            if entry is not None:
-                live = [d.path for d in snapshot.docs.values() if d.scope == result.ref.split("/", 1)[0]]
-                try:
-                    record_enrichment(root_paths[result.ref.split("/", 1)[0]], [entry], live)
-                except MemoryStoreError as exc:
-                    result = _failed(result, f"cannot write the sidecar: {exc}")
             results.append(result)
+            sidecars.add(result)
             advance()
 
         try:
             asyncio.run(_enrich_all(Enricher.from_config(config), todo, concurrency, finished))
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            results = sidecars.flush(results)
     _show_summary(results, fresh, snapshot, config, interrupted, as_json)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
@@ -117,6 +116,43 @@ async def _enrich_all(
         async with asyncio.TaskGroup() as group:
             for _ in range(min(concurrency, len(docs))):
                 group.create_task(worker())
+
+
+class _Sidecars:
+    """Finished entries on their way to each root's sidecar: written at once, then at most once a
+    second (a large store would otherwise rewrite its sidecar for every memory), and at the end."""
+
+    def __init__(self, snapshot: Snapshot, root_paths: dict[str, str]) -> None:
+        self._roots = root_paths
+        self._scope = {doc.ref: doc.scope for doc in snapshot.docs.values()}
+        self._live: dict[str, list[str]] = {label: [] for label in root_paths}
+        for doc in snapshot.docs.values():
+            self._live[doc.scope].append(doc.path)
+        self._pending: dict[str, list[EnrichmentResult]] = {}
+        self._unwritten: dict[str, EnrichmentResult] = {}
+        self._flushed_at = float("-inf")
+
+    def add(self, result: EnrichmentResult) -> None:
+        if result.entry is None:
+            return
+        self._pending.setdefault(self._scope[result.ref], []).append(result)
+        if time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S:
+            self._write()
+
+    def flush(self, results: list[EnrichmentResult]) -> list[EnrichmentResult]:
+        """Write what is pending; ``results`` with those whose entry could not be written as failures."""
+        self._write()
+        return [self._unwritten.get(r.ref, r) for r in results]
+
+    def _write(self) -> None:
+        pending, self._pending = self._pending, {}
+        for label, batch in pending.items():
+            entries = [r.entry for r in batch if r.entry is not None]
+            try:
+                record_enrichment(self._roots[label], entries, self._live[label])
+            except MemoryStoreError as exc:
+                self._unwritten.update((r.ref, _failed(r, f"cannot write the sidecar: {exc}")) for r in batch)
+        self._flushed_at = time.monotonic()
 
 
 def _failed(result: EnrichmentResult, reason: str) -> EnrichmentResult:

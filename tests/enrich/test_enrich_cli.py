@@ -173,3 +173,15 @@ def test_progress_bar_only_when_stderr_is_a_terminal(root: Path, server: Scripte
     stdout, _ = process.communicate(timeout=30)
     assert process.returncode == 0
     assert b"enriching" in seen and b"enriching" not in stdout
+
+
+def test_unwritable_sidecar_fails_each_memory_with_reason(root: Path, server: ScriptedChatServer) -> None:
+    server.default = answer()
+    (root / ".recall-kit").write_text("a file where the sidecar folder should be\n")
+    before = file_bytes(root)
+    result = enrich(root, server, "--json")
+    assert result.returncode == 1
+    report = summary(result)
+    assert report["enriched"] == [] and len(report["failed"]) == 3
+    assert all(f["reason"].startswith("cannot write the sidecar: ") for f in report["failed"]), report["failed"]
+    assert file_bytes(root) == before
