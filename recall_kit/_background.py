@@ -141,13 +141,13 @@ class BackgroundEnrichment:
 
     def _next_doc(self) -> MemoryDoc | None:
         snapshot: Snapshot = self.store.snapshot()
-        current = {(doc.ref, doc.content_hash) for doc in snapshot.docs.values()}
-        self._written &= current  # forget versions that are gone
+        current = {(doc.ref, doc.content_hash) for doc in snapshot.docs.values() if needs_enrichment(doc)}
+        self._written &= current  # forget versions that are gone or whose entry has arrived
         self._failed = {v: t for v, t in self._failed.items() if v in current}
         now = time.monotonic()
         for doc in snapshot.docs.values():
             version = (doc.ref, doc.content_hash)
-            if not needs_enrichment(doc) or version in self._written or doc.scope not in self._roots:
+            if version not in current or version in self._written or doc.scope not in self._roots:
                 continue
             failed_at = self._failed.get(version)
             if failed_at is not None and now - failed_at < self.retry_failed_after_s:
