@@ -6,6 +6,7 @@ import click
 
 from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
+from recall_kit_cli.commands.enrich_cmd import enrich
 from recall_kit_cli.commands.list_cmd import list_memories
 from recall_kit_cli.commands.query_cmd import query
 from recall_kit_cli.commands.watch_cmd import watch
@@ -21,3 +22,4 @@ def cli() -> None:
 bench.add_command(latency)
 for _command in (list_memories, query, watch, bench, serve, hook, mcp):
     cli.add_command(_command)
+cli.add_command(enrich)

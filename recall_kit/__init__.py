@@ -23,6 +23,9 @@ from recall_kit._index_cache import IndexedStore, open_indexed
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._answer import MAX_MODEL_DOCS
+from recall_kit._background import BackgroundEnrichment
+from recall_kit._enrich_sidecar import docs_to_enrich, record_enrichment
+from recall_kit._enricher import Enricher, EnrichmentResult
 from recall_kit._selector import ModelSelector, Selection
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
 from recall_kit._sync import SyncRecallSession
@@ -30,6 +33,7 @@ from recall_kit._turns import ObservedTurn, ToolCall, TurnRunner, UntilSettled
 from recall_kit._telemetry import (
     CallbackSink,
     DeliveryEvent,
+    EnrichEvent,
     Event,
     JsonLinesSink,
     LoggingSink,
@@ -41,11 +45,15 @@ from recall_kit._telemetry import (
 __all__ = [
     "AbortSignal",
     "BODY_BUDGET",
+    "BackgroundEnrichment",
     "CallbackSink",
     "ConfigError",
     "ConsumePoint",
     "Delivery",
     "DeliveryEvent",
+    "EnrichEvent",
+    "Enricher",
+    "EnrichmentResult",
     "Event",
     "Evidence",
     "FastHeuristic",
@@ -79,7 +87,9 @@ __all__ = [
     "ToolCall",
     "TurnRunner",
     "UntilSettled",
+    "docs_to_enrich",
     "load_selector_config",
     "open_indexed",
+    "record_enrichment",
     "render_memories",
 ]

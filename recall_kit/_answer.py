@@ -20,7 +20,8 @@ class AnswerError(ValueError):
     """The model's text holds no usable ``{"selected_memories": [...]}`` object."""
 
 
-def _decode_object(text: str) -> Any:
+def decode_object(text: str) -> Any:
+    """The JSON value in a model's text: bare, in a code fence, or after some prose; AnswerError if none."""
     text = text.strip()
     try:
         return json.loads(text)
@@ -44,7 +45,7 @@ def _decode_object(text: str) -> Any:
 
 def parse_answer(text: str) -> list[Any]:
     """The raw ``selected_memories`` list from the model's text (fences and prose tolerated)."""
-    value = _decode_object(text)
+    value = decode_object(text)
     if isinstance(value, list):  # a bare list is an unambiguous answer too
         return value
     if not isinstance(value, dict) or ANSWER_KEY not in value:

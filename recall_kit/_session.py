@@ -23,6 +23,8 @@ from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 
 if TYPE_CHECKING:
+    from recall_kit._background import BackgroundEnrichment
+    from recall_kit._enricher import Enricher
     from recall_kit._heuristic import FastHeuristic
     from recall_kit._selector import ModelSelector
     from recall_kit._sync import SyncRecallSession
@@ -51,7 +53,11 @@ class Delivery:
 
 
 class Recaller:
-    """Shared recall machinery (index, selector, telemetry) from which sessions are made."""
+    """Shared recall machinery (index, selector, telemetry) from which sessions are made.
+
+    With ``enrich``, a watched store's new and changed memories are enriched in the background
+    (at most ``enrich_calls_per_minute`` model calls, one at a time, on a thread of their own).
+    """
 
     def __init__(
         self,
@@ -62,7 +68,10 @@ class Recaller:
         heuristic: FastHeuristic | None = None,
         initial_wait_ms: float = INITIAL_WAIT_MS,
         body_budget: int = BODY_BUDGET,
+        enrich: Enricher | None = None,
+        enrich_calls_per_minute: float | None = None,
     ):
+        self.enrichment: BackgroundEnrichment | None = None
         if heuristic is None:
             from recall_kit._heuristic import FastHeuristic
 
@@ -81,6 +90,17 @@ class Recaller:
         self.body_budget = body_budget
         self._session_ids = itertools.count(1)
         self._closed = False
+        if enrich is not None:
+            from recall_kit._background import DEFAULT_CALLS_PER_MINUTE, BackgroundEnrichment
+
+            rate = DEFAULT_CALLS_PER_MINUTE if enrich_calls_per_minute is None else enrich_calls_per_minute
+            try:
+                self.enrichment = BackgroundEnrichment(
+                    store, enrich, telemetry=self.telemetry, calls_per_minute=rate
+                ).start()
+            except BaseException:
+                self.close()
+                raise
 
     def snapshot_docs(self) -> Sequence[MemoryDoc]:
         snapshot: Snapshot = self.store.snapshot() if hasattr(self.store, "snapshot") else self.store
@@ -96,15 +116,18 @@ class Recaller:
         return SyncRecallSession(self)
 
     def close(self) -> None:
-        """Release the heuristic this Recaller made (the selector and store stay the caller's)."""
+        """Stop background enrichment and release the heuristic this Recaller made (the selector,
+        enricher and store stay the caller's)."""
         self._closed = True
+        if self.enrichment is not None:
+            self.enrichment.close()
         close = getattr(self.heuristic, "close", None)
         if self._owns_heuristic and close is not None:
             close()
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         # Like an unclosed asyncio transport: say so, and release what we hold all the same.
-        if self._owns_heuristic and not getattr(self, "_closed", True):
+        if (self._owns_heuristic or getattr(self, "enrichment", None)) and not getattr(self, "_closed", True):
             _warn(f"unclosed Recaller {self!r}; use 'with Recaller(...)' or close()", ResourceWarning, source=self)
             self.close()
 

@@ -1,4 +1,4 @@
-"""Telemetry: `recall` and `delivery` events fanned out to sinks that can never break recall."""
+"""Telemetry: `recall`, `delivery` and `enrich` events fanned out to sinks that can never break recall."""
 
 from __future__ import annotations
 
@@ -57,7 +57,25 @@ class DeliveryEvent:
         return data
 
 
-Event = Union[RecallEvent, DeliveryEvent]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnrichEvent:
+    """One memory version enriched in the background, or the reason it was not."""
+
+    ref: str
+    sha256: str
+    outcome: Literal["enriched", "failed"]
+    reason: str | None  # why it failed, one line
+    keywords: int  # terms written
+    usage_scenarios: int
+    duration_ms: float  # of the model call and the sidecar write
+    response_mode: str | None = None
+    kind: Literal["enrich"] = field(default="enrich", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Event = Union[RecallEvent, DeliveryEvent, EnrichEvent]
 
 
 class Sink(Protocol):

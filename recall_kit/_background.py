@@ -1,0 +1,202 @@
+"""Background enrichment: new and changed memories of a watched store get search terms, off the recall path.
+
+One thread with its own event loop does one model call at a time, paced to a rate. It reacts to
+the store's snapshots (published after the store's debounce), writes each result to the root's
+sidecar, and the store's watch on the sidecar brings the terms into the next snapshot. A recall
+never waits for any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from memory_store import MemoryDoc, MemoryStoreError, RecallKitError, Snapshot
+from recall_kit._enrich_sidecar import needs_enrichment, record_enrichment
+from recall_kit._enricher import Enricher, EnrichmentResult
+from recall_kit._telemetry import EnrichEvent, Telemetry
+
+_log = logging.getLogger("recall_kit.enrich")
+
+DEFAULT_CALLS_PER_MINUTE = 10.0  # an agent writes a memory now and then; bulk work is `recall-kit enrich`
+RETRY_FAILED_AFTER_S = 600.0  # a version that failed (429, timeout, garbage) is asked again after this
+_START_TIMEOUT_S = 10.0
+
+Version = tuple[str, str]  # (ref, content hash)
+
+
+class BackgroundEnrichment:
+    """Enriches a watched store's unenriched memories on its own thread; ``close()`` stops it."""
+
+    def __init__(
+        self,
+        store: Any,
+        enricher: Enricher,
+        *,
+        telemetry: Telemetry | None = None,
+        calls_per_minute: float = DEFAULT_CALLS_PER_MINUTE,
+        retry_failed_after_s: float = RETRY_FAILED_AFTER_S,
+    ) -> None:
+        if not all(hasattr(store, name) for name in ("subscribe", "snapshot", "roots")):
+            raise RecallKitError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
+        if not calls_per_minute > 0:
+            raise RecallKitError(f"calls_per_minute must be positive, got {calls_per_minute!r}")
+        self.store = store
+        self.enricher = enricher
+        self.telemetry = telemetry or Telemetry()
+        self.interval_s = 60.0 / calls_per_minute
+        self.retry_failed_after_s = retry_failed_after_s
+        self._roots: dict[str, str] = dict(store.roots)  # label -> absolute path
+        self._written: set[Version] = set()  # in the sidecar, not yet in a snapshot
+        self._failed: dict[Version, float] = {}  # -> monotonic time of the failure
+        self._next_call_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._closed = False
+
+    def start(self) -> "BackgroundEnrichment":
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="recall-kit-enrich", daemon=True)
+        self._thread.start()
+        if not ready.wait(_START_TIMEOUT_S):
+            raise RecallKitError("background enrichment did not start")
+        self._unsubscribe = self.store.subscribe(self._on_snapshot)
+        self._on_snapshot(self.store.snapshot())  # what is already there counts too
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop at once (an in-flight model call is cancelled) and join the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass  # the loop already finished
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "BackgroundEnrichment":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the worker thread -------------------------------------------------------------------
+
+    def _on_snapshot(self, _snapshot: Snapshot) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None or self._closed:
+            return
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:
+            pass  # closing
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._main(loop, ready))
+        finally:
+            loop.close()
+
+    async def _main(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.current_task()
+        self._loop = loop
+        ready.set()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._next_retry_in()):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass  # a failed version is due again
+                self._wake.clear()
+                await self._drain()
+        except asyncio.CancelledError:
+            pass  # close(): cancellation is how this thread ends
+        finally:
+            await self.enricher.aclose()
+
+    def _next_retry_in(self) -> float | None:
+        if not self._failed:
+            return None
+        due = min(self._failed.values()) + self.retry_failed_after_s
+        return max(0.0, due - time.monotonic())
+
+    def _next_doc(self) -> MemoryDoc | None:
+        snapshot: Snapshot = self.store.snapshot()
+        current = {(doc.ref, doc.content_hash) for doc in snapshot.docs.values() if needs_enrichment(doc)}
+        self._written &= current  # forget versions that are gone or whose entry has arrived
+        self._failed = {v: t for v, t in self._failed.items() if v in current}
+        now = time.monotonic()
+        for doc in snapshot.docs.values():
+            version = (doc.ref, doc.content_hash)
+            if version not in current or version in self._written or doc.scope not in self._roots:
+                continue
+            failed_at = self._failed.get(version)
+            if failed_at is not None and now - failed_at < self.retry_failed_after_s:
+                continue
+            return doc
+        return None
+
+    async def _drain(self) -> None:
+        while self._next_doc() is not None:
+            wait = self._next_call_at - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)  # the rate limit; a newer snapshot may change what is next
+            doc = self._next_doc()
+            if doc is None:
+                return
+            try:
+                await self._enrich_one(doc)
+            finally:
+                # paced from the end of a call, so a slow call never makes the next one follow at once
+                self._next_call_at = time.monotonic() + self.interval_s
+
+    async def _enrich_one(self, doc: MemoryDoc) -> None:
+        started = time.perf_counter()
+        version = (doc.ref, doc.content_hash)
+        result = await self.enricher.enrich(doc)
+        reason = result.reason
+        entry = result.entry
+        if entry is not None:
+            live = [d.path for d in self.store.snapshot().docs.values() if d.scope == doc.scope]
+            try:
+                record_enrichment(self._roots[doc.scope], [entry], live)
+            except MemoryStoreError as exc:
+                entry, reason = None, f"cannot write the sidecar: {exc}"
+        if entry is not None:
+            self._written.add(version)
+        else:
+            self._failed[version] = time.monotonic()
+            _log.info("enrichment of %s failed: %s", doc.ref, reason)
+        self.telemetry.emit(_event(result, reason, entry is not None, (time.perf_counter() - started) * 1000))
+
+
+def _event(result: EnrichmentResult, reason: str | None, written: bool, duration_ms: float) -> EnrichEvent:
+    return EnrichEvent(
+        ref=result.ref,
+        sha256=result.sha256,
+        outcome="enriched" if written else "failed",
+        reason=None if written else reason,
+        keywords=len(result.keywords) if written else 0,
+        usage_scenarios=len(result.usage_scenarios) if written else 0,
+        duration_ms=duration_ms,
+        response_mode=result.response_mode,
+    )

@@ -1,0 +1,28 @@
+"""Which memories need enrichment, and recording finished enrichment in a root's sidecar."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from memory_store import EnrichmentEntry, MemoryDoc, prune_enrichment, read_enrichment, sidecar_path, write_enrichment
+
+
+def needs_enrichment(doc: MemoryDoc) -> bool:
+    """True when the root's sidecar holds no entry for exactly this version of the memory."""
+    return doc.enrichment is None
+
+
+def docs_to_enrich(docs: Sequence[MemoryDoc], *, everything: bool = False) -> list[MemoryDoc]:
+    """The memories to enrich, in a stable order (by ref)."""
+    chosen = [doc for doc in docs if everything or needs_enrichment(doc)]
+    return sorted(chosen, key=lambda doc: doc.ref)
+
+
+def record_enrichment(root: str, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> None:
+    """Merge ``entries`` into the sidecar of ``root``, drop entries of memories that are gone, and
+    write it atomically. Lines that were already corrupt are not carried over."""
+    path = sidecar_path(root)
+    current, _problems = read_enrichment(path)
+    for entry in entries:
+        current[entry.path] = entry
+    write_enrichment(path, prune_enrichment(current.values(), live_paths))
