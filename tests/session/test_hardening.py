@@ -30,7 +30,7 @@ def test_a_huge_prompt_is_read_by_its_head_and_tail(store: MemoryStore) -> None:
 
 def test_a_huge_prompt_goes_through_a_whole_turn(store: MemoryStore, log, chat_server) -> None:
     server = chat_server(default=Reply.select(DB))
-    prompt = FAST_DB_QUERY + " " + "x" * 10_000_000  # one 10 MB "word": the gate still sees the query
+    prompt = FAST_DB_QUERY + "\n" * 10_000_000  # 10 MB: a question, then a pasted wall of blank lines
 
     async def main() -> tuple[tuple[str, ...], str]:
         with make_recaller(store, log, server) as recaller:
