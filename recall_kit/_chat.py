@@ -110,6 +110,8 @@ class ChatEndpoint:
         self.redact = Redactor((self._api_key, *url.secrets))
         self._http: httpx.AsyncClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._building: asyncio.Future[httpx.AsyncClient] | None = None  # the client being made
+        self._building_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def has_api_key(self) -> bool:
@@ -121,6 +123,9 @@ class ChatEndpoint:
 
     async def aclose(self) -> None:
         http, self._http, self._http_loop = self._http, None, None
+        building, self._building, self._building_loop = self._building, None, None
+        if http is None and building is not None and building.done() and not building.cancelled():
+            http = building.result() if building.exception() is None else None
         if http is not None:
             await http.aclose()
 
@@ -136,17 +141,20 @@ class ChatEndpoint:
 
     async def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
-        if self._http is None or self._http_loop is not loop:  # connections belong to one loop
-            # building the client loads the TLS trust store (tens of ms): not on the event loop
-            client = await asyncio.to_thread(
-                httpx.AsyncClient, timeout=httpx.Timeout(self.timeout), auth=self._auth
-            )
-            if self._http is not None and self._http_loop is loop:  # another call won the race
-                await client.aclose()
-            else:
-                self._http, self._http_loop = client, loop
-        assert self._http is not None
+        if self._http is not None and self._http_loop is loop:  # connections belong to one loop
+            return self._http
+        if self._building is None or self._building_loop is not loop:
+            # building the client loads the TLS trust store (tens of ms): on a worker thread, once,
+            # and kept even when the call that started it is cancelled (the next one needs it)
+            self._building = loop.run_in_executor(None, self._new_client)
+            self._building_loop = loop
+        client = await asyncio.shield(self._building)
+        if self._http is None or self._http_loop is not loop:
+            self._http, self._http_loop = client, loop
         return self._http
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), auth=self._auth)
 
     async def _complete(
         self, messages: list[dict[str, str]], response_format: ResponseFormat, max_tokens: int
