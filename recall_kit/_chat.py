@@ -1,0 +1,222 @@
+"""One chat completion from an OpenAI-compatible endpoint, with the fault handling every model caller needs.
+
+Shared by the selector and the enricher: credentials kept out of URLs and text, the response_format
+fallback json_schema -> json_object -> text remembered per endpoint, one retry on 429/5xx, a body cap,
+and the whole call bounded by one deadline. Every failure is a ``ChatFailure`` with a one-line,
+redacted reason; only CancelledError passes through as itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import time
+from typing import Any, Callable, Literal
+
+import httpx
+
+from recall_kit._errors import ConfigError
+from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
+from recall_kit._text import one_line
+
+logger = logging.getLogger("recall_kit.chat")
+
+ResponseMode = Literal["json_schema", "json_object", "text"]
+RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
+ERROR_SNIPPET_CHARS = 160  # of a server's error message in a failure reason
+ERROR_SCAN_BYTES = 16_384  # of an error body read for its message
+MAX_BODY_BYTES = 1 << 20  # every answer we ask for is a few KiB; more is a broken or hostile server
+DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, then the single retry
+# How endpoints refuse a response_format: 400 (OpenAI, vLLM), 422 (FastAPI validation), and 500 from
+# llama-cpp-python's server, whose error handler turns its 422 into a 500 (measured with 0.3.36).
+_FORMAT_REJECTION = frozenset({400, 422})
+_FORMAT_REJECTION_IF_NAMED = frozenset({400, 422, 500})
+
+# What worked per endpoint (base_url, model), shared by every model caller in the process.
+_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
+
+ResponseFormat = Callable[[ResponseMode], "dict[str, Any] | None"]
+
+
+class ChatFailure(Exception):
+    """The request produced no answer; ``reason`` is one redacted line."""
+
+    def __init__(self, reason: str, mode: ResponseMode | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.mode = mode
+
+
+def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+
+def _retry_after_s(headers: httpx.Headers) -> float | None:
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _message_content(body: bytes) -> str:
+    try:
+        content = json.loads(body)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ChatFailure("malformed response body") from None
+    if not isinstance(content, str):
+        raise ChatFailure("response has no text content")
+    return content
+
+
+def _error_snippet(body: bytes, redact: Redactor) -> str:
+    """The server's error message as one short line, redacted before it is cut."""
+    try:
+        error = json.loads(body).get("error", "")
+        message = error.get("message", "") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        message = body[:ERROR_SCAN_BYTES].decode("utf-8", "replace")
+    if not isinstance(message, str):
+        message = json.dumps(message)[:ERROR_SCAN_BYTES]
+    return redact(one_line(message[:ERROR_SCAN_BYTES]), ERROR_SNIPPET_CHARS)
+
+
+class ChatEndpoint:
+    """An endpoint and model, its credentials, and one httpx client per event loop."""
+
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None, timeout: float, owner: str = "ChatEndpoint"
+    ) -> None:
+        if not base_url or not model:
+            raise ConfigError(f"{owner} needs a base URL and a model name")
+        if not timeout > 0:
+            raise ConfigError(f"timeout must be positive, got {timeout!r}")
+        url = split_url_credentials(base_url)
+        self._request_url = url.request_url.rstrip("/")
+        self._auth = url.auth  # credentials from the URL go out as basic auth, never in a URL
+        self.base_url = url.shown_url.rstrip("/")
+        self.model = model
+        self.timeout = float(timeout)
+        self._api_key = clean_api_key(api_key, "api_key")
+        self.redact = Redactor((self._api_key, *url.secrets))
+        self._http: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._building: asyncio.Future[httpx.AsyncClient] | None = None  # the client being made
+        self._building_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def has_api_key(self) -> bool:
+        return self._api_key is not None
+
+    @property
+    def endpoint(self) -> tuple[str, str]:
+        return (self.base_url, self.model)
+
+    async def aclose(self) -> None:
+        http, self._http, self._http_loop = self._http, None, None
+        building, self._building, self._building_loop = self._building, None, None
+        if http is None and building is not None and building.done() and not building.cancelled():
+            http = building.result() if building.exception() is None else None
+        if http is not None:
+            await http.aclose()
+
+    async def complete(
+        self, messages: list[dict[str, str]], response_format: ResponseFormat, *, max_tokens: int
+    ) -> tuple[str, ResponseMode]:
+        """The model's text and the mode it answered in, within ``timeout``; raises ChatFailure."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._complete(messages, response_format, max_tokens)
+        except TimeoutError:
+            raise ChatFailure(f"deadline of {self.timeout:g} s exceeded") from None
+
+    async def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is not None and self._http_loop is loop:  # connections belong to one loop
+            return self._http
+        if self._building is None or self._building_loop is not loop:
+            # building the client loads the TLS trust store (tens of ms): on a worker thread, once,
+            # and kept even when the call that started it is cancelled (the next one needs it)
+            self._building = loop.run_in_executor(None, self._new_client)
+            self._building_loop = loop
+        client = await asyncio.shield(self._building)
+        if self._http is None or self._http_loop is not loop:
+            self._http, self._http_loop = client, loop
+        return self._http
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), auth=self._auth)
+
+    async def _complete(
+        self, messages: list[dict[str, str]], response_format: ResponseFormat, max_tokens: int
+    ) -> tuple[str, ResponseMode]:
+        remembered = _ENDPOINT_MODES.get(self.endpoint)
+        modes = RESPONSE_MODES[RESPONSE_MODES.index(remembered):] if remembered else RESPONSE_MODES
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        retried = False
+        index = 0
+        while True:
+            mode = modes[index]
+            payload: dict[str, Any] = {
+                "model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens,
+            }
+            fmt = response_format(mode)
+            if fmt is not None:
+                payload["response_format"] = fmt
+            status, headers, body = await self._post(payload, mode)
+            if 200 <= status < 300:
+                _ENDPOINT_MODES[self.endpoint] = mode
+                return _message_content(body), mode
+            if index + 1 < len(modes) and (
+                (status in _FORMAT_REJECTION and mode == "json_schema")
+                or (status in _FORMAT_REJECTION_IF_NAMED and b"response_format" in body)
+            ):
+                logger.debug("endpoint rejected response_format %s (HTTP %d)", mode, status)
+                index += 1
+                continue
+            if (status == 429 or 500 <= status < 600) and not retried:
+                delay = _retry_after_s(headers)
+                delay = DEFAULT_RETRY_DELAY_S if delay is None else delay
+                remaining = deadline - asyncio.get_running_loop().time()
+                if delay >= remaining:
+                    raise ChatFailure(f"HTTP {status}; Retry-After {delay:g} s exceeds the remaining deadline", mode)
+                retried = True
+                await asyncio.sleep(delay)
+                continue
+            detail = "" if status in (401, 403) else f": {_error_snippet(body, self.redact)}"
+            raise ChatFailure(f"HTTP {status}{detail}".rstrip(": "), mode)
+
+    async def _post(self, payload: dict[str, Any], mode: ResponseMode) -> tuple[int, httpx.Headers, bytes]:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            client = await self._client()
+            async with client.stream(
+                "POST", f"{self._request_url}/chat/completions", json=payload, headers=headers
+            ) as response:
+                length = response.headers.get("content-length", "")
+                if length.isdigit() and int(length) > MAX_BODY_BYTES:
+                    raise ChatFailure("response body over 1 MiB", mode)
+                body = bytearray()
+                oversized = False
+                # Streamed so the deadline can cut a drip. Read to the end (bounded by the deadline):
+                # leaving the loop early would leave httpx's generators for asyncio to finalise in a task.
+                async for chunk in response.aiter_bytes():
+                    oversized = oversized or len(body) + len(chunk) > MAX_BODY_BYTES
+                    if not oversized:
+                        body += chunk
+                if oversized:
+                    raise ChatFailure("response body over 1 MiB", mode)
+                return response.status_code, response.headers, bytes(body)
+        except httpx.HTTPError as exc:
+            raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
+        except OSError as exc:
+            raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
