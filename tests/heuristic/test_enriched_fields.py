@@ -50,9 +50,12 @@ def test_frontmatter_and_enrichment_terms_count_in_their_own_fields(tmp_path: Pa
     with MemoryStore.open(("m", root), watch=False) as store:
         doc = store.snapshot().docs["m/a.md"]
     fields, _ = _doc_fields(doc)
-    keywords, scenarios = FIELDS.index("keywords"), FIELDS.index("usage_scenarios")
-    assert {"rollout", analyze("deployment")[0].term} <= set(fields[keywords])
-    assert analyze("canary")[0].term in fields[scenarios] and analyze("production")[0].term in fields[scenarios]
+    term = {word: analyze(word)[0].term for word in ("rollout", "deployment", "canary", "production")}
+    assert fields[FIELDS.index("keywords")] == [term["rollout"]]
+    assert term["canary"] in fields[FIELDS.index("usage_scenarios")]
+    assert fields[FIELDS.index("enriched_keywords")] == [term["deployment"]]
+    assert term["production"] in fields[FIELDS.index("enriched_scenarios")]
+    assert term["production"] not in fields[FIELDS.index("usage_scenarios")]
     assert fields[FIELDS.index("body")] == ["bodi"] or fields[FIELDS.index("body")] == [analyze("body")[0].term]
 
 
@@ -91,18 +94,34 @@ def test_strong_body_phrase_is_delivered_and_scattered_words_are_not(tmp_path: P
 
 
 def test_store_without_structured_fields_scores_as_the_four_field_index(developer_docs, make_snapshot) -> None:
-    # Empty keyword and scenario fields add nothing: scores equal an index without those fields.
+    # Empty scenario and enrichment fields add nothing: scores equal an index without those fields.
     heuristic = FastHeuristic(make_snapshot(*developer_docs))
     plain = FieldIndex((2.0, 2.0, 2.0, 1.0))
+    empty = {"usage_scenarios", "enriched_keywords", "enriched_scenarios"}
     for doc in developer_docs:
         fields, surfaces = _doc_fields(doc)
-        assert fields[FIELDS.index("usage_scenarios")] == []
-        plain.add(doc.ref, [f for i, f in enumerate(fields) if FIELDS[i] != "usage_scenarios"], surfaces)
+        assert all(fields[FIELDS.index(name)] == [] for name in empty)
+        plain.add(doc.ref, [f for i, f in enumerate(fields) if FIELDS[i] not in empty], surfaces)
     for query in ("postgres migrations alembic", "deploy staging", "pgbouncer connection string"):
         terms = [QueryTerm(t.term) for t in analyze(query)]
         ranked, _, _ = heuristic.rank(query)
         expected, _ = plain.score(terms)
         assert [(s.doc.ref, round(s.score, 9)) for s in ranked] == [(h.ref, round(h.score, 9)) for h in expected]
+
+
+def test_a_head_match_in_enrichment_alone_counts_half(tmp_path: Path) -> None:
+    # One specific word in the author's head fields is enough; the same word only in the sidecar is not.
+    memory = "---\nname: Kitchen notes\ndescription: Recipes the user keeps\ntype: project\n{extra}---\nFed daily.\n"
+    query = "sourdough starter hydration"
+    authored = write_root(tmp_path / "a", {"k.md": memory.format(extra="keywords: [sourdough]\n"),
+                                           "o.md": MEMORIES["deploy.md"]})
+    (authored / "k.md").write_text(memory.format(extra="keywords: [sourdough]\n") + "Starter.\n", encoding="utf-8")
+    assert recall_refs(authored, query) == ["m/k.md"]
+    enriched = write_root(tmp_path / "e", {"k.md": memory.format(extra="") + "Starter.\n", "o.md": MEMORIES["deploy.md"]})
+    enrich(enriched, "k.md", ("sourdough",))
+    assert recall_refs(enriched, query) == []
+    enrich(enriched, "k.md", ("sourdough", "starter"))
+    assert recall_refs(enriched, query) == ["m/k.md"]  # two enrichment words make one authored word
 
 
 def test_manifest_shows_enriched_keywords_and_capped_scenarios(tmp_path: Path) -> None:
