@@ -22,6 +22,7 @@ from recall_kit._heuristic import (
 from recall_kit._index_cache import IndexedStore, open_indexed
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
+from recall_kit._secrets import display_url
 from recall_kit._answer import MAX_MODEL_DOCS
 from recall_kit._selector import ModelSelector, Selection
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
@@ -74,6 +75,7 @@ __all__ = [
     "Strategy",
     "SyncRecallSession",
     "Telemetry",
+    "display_url",
     "load_selector_config",
     "open_indexed",
     "render_memories",

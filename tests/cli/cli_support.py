@@ -3,8 +3,11 @@ one-line error checks, and a small eval dataset."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -49,9 +52,15 @@ def run_recall_kit(*args: str, cwd: Path, env: dict[str, str] | None = None) -> 
     )
 
 
+CACHE_DIR = tempfile.mkdtemp(prefix="recall-kit-cli-tests-cache-")  # never the user's own cache
+atexit.register(shutil.rmtree, CACHE_DIR, True)
+
+
 def clean_environ(**extra: str) -> dict[str, str]:
-    """The current environment without any endpoint configuration, plus ``extra``."""
+    """The current environment without any recall-kit or endpoint configuration, with the index
+    cache in a temporary folder, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RECALL_KIT_", "OPENAI_"))}
+    env["RECALL_KIT_CACHE_DIR"] = CACHE_DIR
     env.update(extra)
     return env
 
