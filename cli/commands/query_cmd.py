@@ -63,7 +63,10 @@ def query(
 
     def show_initial(turn: ProbedTurn) -> None:
         if fmt == "text":
-            echo(_initial_text(turn, len(snapshot.docs)))
+            lines, block = _initial_text(turn, len(snapshot.docs))
+            echo_rows(lines)
+            if block:
+                echo("", clean_block(block))
             if verbose:
                 echo_rows(_near_miss_lines(turn, indexed.heuristic))
 
@@ -88,7 +91,10 @@ def query(
         if block:
             echo(clean_block(block.rstrip("\n")))
     elif config:
-        echo(_refined_text(turn, summary, answered))
+        lines, block = _refined_text(turn, summary, answered)
+        echo_rows(lines)
+        if block:
+            echo("", clean_block(block))
     if require_model and not answered:
         raise ModelUnavailable(f"--require-model: {summary}")
 
@@ -242,7 +248,8 @@ def _doc_lines(docs: Any, scores: dict[str, float]) -> list[str]:
     return lines
 
 
-def _initial_text(turn: ProbedTurn, store_size: int) -> str:
+def _initial_text(turn: ProbedTurn, store_size: int) -> tuple[list[str], str]:
+    """The status lines (fitted to the terminal) and the rendered block (shown whole)."""
     fast, initial, scores = turn.fast, turn.initial, _scores(turn)
     lines = []
     if fast is not None:
@@ -252,21 +259,20 @@ def _initial_text(turn: ProbedTurn, store_size: int) -> str:
         )
     if initial is None:
         lines.append(f"initial point (waited {turn.wait_ms:.3f} ms): nothing delivered (no confident match)")
-        return "\n".join(lines)
+        return lines, ""
     lines.append(
         f"initial point (waited {turn.wait_ms:.3f} ms): phase {initial.phase}, strategy {initial.strategy}, "
         f"{initial.latency_ms:.3f} ms after begin, placement {initial.placement}"
     )
     lines += _doc_lines(initial.docs, scores)
-    lines += ["", clean_block(initial.text)]
-    return "\n".join(lines)
+    return lines, initial.text
 
 
-def _refined_text(turn: ProbedTurn, summary: str, answered: bool) -> str:
+def _refined_text(turn: ProbedTurn, summary: str, answered: bool) -> tuple[list[str], str]:
     selection, tool = turn.selection, turn.tool_result
     lines = ["", clean(summary)]
     if selection is None or turn.settled_ms is None:
-        return "\n".join(lines)
+        return lines, ""
     if selection.accepted or answered:
         lines.append("  accepted: " + (", ".join(clean(ref) for ref in selection.accepted) or "(none)"))
     for ref, reason in selection.rejected:
@@ -279,5 +285,5 @@ def _refined_text(turn: ProbedTurn, summary: str, answered: bool) -> str:
         lines.append(
             f"first tool-result point: {len(tool.docs)} new, strategy {tool.strategy}, placement {tool.placement}"
         )
-        lines += ["", clean_block(tool.text)]
-    return "\n".join(lines)
+        return lines, tool.text
+    return lines, ""
