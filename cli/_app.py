@@ -28,9 +28,8 @@ EXIT_INTERRUPTED = 130
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recall-kit")
 def cli() -> None:
-    """Hand an agent the right memories at the right moment.
-
-    \b
+    """\b
+    Hand an agent the right memories at the right moment.
     Example: recall-kit query "how do we deploy?" --root ~/memories
     """
 

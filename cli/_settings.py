@@ -110,7 +110,7 @@ def selector_config(
 
 root_option = click.option(
     "--root", "roots", multiple=True, metavar="DIR",
-    help=f"A memory folder (repeatable; default ${ROOTS_ENV} or {CONFIG_FILE_NAME}).",
+    help="Memory folder (repeatable; default: see `recall-kit config`).",
 )
 
 

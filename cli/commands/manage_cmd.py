@@ -19,19 +19,19 @@ _EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below
 
 
 @click.command("add")
-@click.option("--name", required=True, help="Short title; the file name is its slug.")
-@click.option("--description", required=True, help="One line: when this memory applies.")
-@click.option("--type", "type_", required=True, type=click.Choice(sorted(MEMORY_TYPES)), help="Its folder.")
+@click.option("--name", required=True, help="Short title (the file name).")
+@click.option("--description", required=True, help="When it applies.")
+@click.option("--type", "type_", required=True, type=click.Choice(sorted(MEMORY_TYPES)))
 @click.option("--keyword", "keywords", multiple=True, help="A keyword (repeatable).")
-@click.option("--body", help="The body; default: stdin when piped, else $EDITOR.")
-@click.option("--root", "root", metavar="DIR", help="The folder to write into (default: the first root).")
-@click.option("--force", is_flag=True, help="Replace an existing memory of the same name.")
+@click.option("--body", help="Default: stdin, or $EDITOR.")
+@click.option("--root", "root", metavar="DIR", help="Folder to write into.")
+@click.option("--force", is_flag=True, help="Replace one of the same name.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def add(
     name: str, description: str, type_: str, keywords: tuple[str, ...], body: str | None,
     root: str | None, force: bool, as_json: bool,
 ) -> None:
-    """Save a new memory as ROOT/TYPE/SLUG.md, atomically; refuses to overwrite without --force.
+    """Save a memory as ROOT/TYPE/SLUG.md, atomically; never over one without --force.
 
     \b
     Example:

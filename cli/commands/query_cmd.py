@@ -30,12 +30,12 @@ FALLBACK = "showing the fast result"
 @click.argument("text")
 @root_option
 @click.option("--fast-only", is_flag=True, help="Only the fast heuristic (no model stage).")
-@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.")
+@click.option("--base-url", help="OpenAI-compatible endpoint URL.")
 @click.option("--model", help="Model name at that endpoint.")
-@click.option("--model-timeout", type=float, help="Seconds before the model stage gives up (default 30).")
+@click.option("--model-timeout", type=float, help="Seconds the model may take (default 30).")
 @click.option("--require-model", is_flag=True, help="Exit 3 when the model gives no answer.")
 @click.option("--format", "fmt", type=click.Choice(["text", "block", "json"]), default="text",
-              help="block: only the rendered memory block, or nothing.")
+              help="block: just the memory block, if any.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("-v", "--verbose", is_flag=True, help="Also the near misses and why the gate held them.")
 @click.option("--no-cache", is_flag=True, help="Skip the per-user index cache.")
@@ -43,7 +43,7 @@ def query(
     text: str, roots: tuple[str, ...], fast_only: bool, base_url: str | None, model: str | None,
     model_timeout: float | None, require_model: bool, fmt: str, as_json: bool, verbose: bool, no_cache: bool,
 ) -> None:
-    """Show what TEXT receives: the fast delivery at once, then the model's refinement.
+    """Show what TEXT receives: the fast delivery now, the model's refinement after.
 
     \b
     Example:
