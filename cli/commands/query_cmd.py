@@ -85,6 +85,11 @@ def query(
         payload["load_errors"] = [f"{e.ref}: {e.reason}" for e in snapshot.errors]
         payload["refinement"] = _refinement_json(config, off_reason)
         payload["refined"] = _refined_json(turn, config, summary, answered) if config else None
+        if verbose:
+            payload["near_misses"] = [
+                {"ref": scored.doc.ref, "score": round(scored.score, 4), "why": why}
+                for scored, why in _near_misses(turn, indexed.heuristic)
+            ]
         echo_json(payload)
     elif fmt == "block":
         block = turn.initial.text if turn.initial else (turn.tool_result.text if turn.tool_result else "")
@@ -137,18 +142,24 @@ def _outcome(turn: ProbedTurn, config: SelectorConfig) -> tuple[str, bool]:
     return f"model answer unusable ({reason}): {FALLBACK}", False
 
 
-def _near_miss_lines(turn: ProbedTurn, heuristic: Any) -> list[str]:
+def _near_misses(turn: ProbedTurn, heuristic: Any) -> list[tuple[ScoredDoc, str]]:
     """The ranked documents that were not delivered, each with why the confidence gate held it."""
     delivered = set(turn.initial_refs)
     ranked, evidence, _ = heuristic.rank(turn.query)
-    misses = [(i, s) for i, s in enumerate(ranked[:RANKED_SHOWN]) if s.doc.ref not in delivered]
+    return [
+        (scored, _gate_reasons(heuristic.gate, ranked, evidence, i))
+        for i, scored in enumerate(ranked[:RANKED_SHOWN])
+        if scored.doc.ref not in delivered
+    ]
+
+
+def _near_miss_lines(turn: ProbedTurn, heuristic: Any) -> list[str]:
+    misses = _near_misses(turn, heuristic)
     if not misses:
         return ["near misses: none"]
-    lines = ["near misses (ranked, not delivered):"]
-    for position, scored in misses:
-        why = _gate_reasons(heuristic.gate, ranked, evidence, position)
-        lines.append(f"  {scored.score:8.3f}  {clean(scored.doc.ref)}: {why}")
-    return lines
+    return ["near misses (ranked, not delivered):"] + [
+        f"  {scored.score:8.3f}  {clean(scored.doc.ref)}: {why}" for scored, why in misses
+    ]
 
 
 def _gate_reasons(gate: GateSettings, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], i: int) -> str:

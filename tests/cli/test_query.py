@@ -107,6 +107,8 @@ def test_query_verbose_shows_the_near_misses_and_why_the_gate_held_them(run_cli:
     assert misses[0].split()[1] == "memories/projects/tidepool/deploy.md:" and "needs 2" in misses[0]
     assert misses[1].endswith("ranked #3; the gate passes only the top 2")
     assert "near misses" not in run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only").stdout
+    data = json_out(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "-v", "--json"))
+    assert [m["ref"] + ": " + m["why"] for m in data["near_misses"]] == [line.split(maxsplit=1)[1] for line in misses]
 
 
 def test_query_format_block_prints_only_the_memory_block_or_nothing(run_cli: RunCli) -> None:
