@@ -6,11 +6,12 @@ stderr); 3 `query --require-model` got no answer from the model; 130 interrupted
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
-from recall_kit_cli._output import clean, echo, quiet_broken_pipe
+from recall_kit_cli._output import SanitisingLogHandler, clean, echo, quiet_broken_pipe
 from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
 from recall_kit_cli.commands.config_cmd import config
@@ -50,6 +51,10 @@ def usage_line(exc: click.UsageError) -> str:
 
 def run(args: list[str] | None = None) -> int:
     """Run the CLI; every failure ends as one line on stderr and an exit status, never a traceback."""
+    root_logger = logging.getLogger()
+    if not root_logger.handlers:
+        handler = SanitisingLogHandler(logging.WARNING)
+        root_logger.addHandler(handler)
     try:
         result = cli.main(args=args, prog_name="recall-kit", standalone_mode=False)
     except click.UsageError as exc:

@@ -14,6 +14,7 @@ original bytes back.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -140,3 +141,14 @@ def quiet_broken_pipe() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError:
         pass
+
+
+class SanitisingLogHandler(logging.Handler):
+    """Library warnings on stderr as one cleaned line each (the default handler prints them raw)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = clean(record.getMessage())
+            echo(message if message.startswith("recall-kit") else f"recall-kit: {message}", err=True)
+        except Exception:  # logging must never become the failure
+            self.handleError(record)

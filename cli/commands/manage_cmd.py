@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from recall_kit_cli._memories import memory_text, save_memory
 from recall_kit_cli._output import clean, clean_block, echo, echo_json
 from recall_kit_cli._settings import open_store, resolve_roots, root_option
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below the body are kept.\n"
 
 
@@ -38,11 +40,17 @@ def add(
       echo "Run alembic upgrade head." | recall-kit add --type project \\
           --name "Migrations" --description "how atlas migrates its database"
     """
+    fields = {"--name": name, "--description": description, "--body": body or "", "--keyword": "".join(keywords)}
+    for option, value in fields.items():
+        if _SURROGATES.search(value):  # bytes that were not UTF-8 in the argument
+            raise InputError(f"not saved: {option} is not valid UTF-8")
     folder = Path(root) if root else Path(resolve_roots(()).paths[0])
     if not folder.is_dir():
         raise InputError(f"memory root does not exist: {folder}")
     if body is None:
         body = _read_body()
+        if _SURROGATES.search(body):
+            raise InputError("not saved: the body is not valid UTF-8")
     try:
         text, doc = memory_text(name, description, type_, body, keywords)
         saved = save_memory(folder.resolve(), folder.resolve().name, text, doc, overwrite=force,

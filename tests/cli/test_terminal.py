@@ -183,3 +183,22 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_quietly(tmp_path: Path) ->
                             interrupt_after="initial point")
     assert result.returncode == 130, result.output
     assert "Aborted" not in result.output and "Traceback" not in result.output
+
+
+def test_library_warnings_reach_stderr_as_one_cleaned_line(run_cli: RunCli, tmp_path: Path) -> None:
+    blocked = tmp_path / f"cache{CLEAR}"
+    blocked.write_text("a file where the cache folder should be")
+    result = run_cli("query", "deploy ledgerline production", "--root", str(EXAMPLES), "--fast-only",
+                     "--format", "block", env=clean_environ(RECALL_KIT_CACHE_DIR=str(blocked)))
+    assert result.returncode == 0 and result.stdout.startswith("<recalled-memories>")
+    lines = result.stderr.splitlines()
+    assert lines and all(line.startswith("recall-kit: index cache ") for line in lines)
+    assert all("\\x1b[2J" in line for line in lines) and "\x1b" not in result.stderr
+
+
+def test_arguments_that_are_not_utf8_are_refused_by_add_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run([os.fsencode(str(RECALL_KIT)), b"add", b"--root", os.fsencode(tmp_path), b"--type", b"user",
+                             b"--name", b"caf\xe9", b"--description", b"d", b"--body", b"b"],
+                            capture_output=True, env=clean_environ(), timeout=60)
+    assert result.returncode == 2 and result.stderr == b"recall-kit: not saved: --name is not valid UTF-8\n"
+    assert list(tmp_path.iterdir()) == []
