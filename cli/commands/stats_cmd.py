@@ -30,12 +30,13 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
     Example:
       recall-kit stats --root ~/memories
     """
+    paths = resolve_roots(roots).paths
     try:
-        indexed = open_indexed(resolve_roots(roots).paths)
+        indexed = open_indexed(paths)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
     docs = sorted(indexed.snapshot.docs.values(), key=lambda d: (d.mtime, d.ref))
-    payload = _stats(docs, len(indexed.snapshot.errors), indexed.cache_file)
+    payload = _stats(docs, len(indexed.snapshot.errors), indexed.cache_file, paths)
     if as_json:
         echo_json(payload)
         return
@@ -57,7 +58,7 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
     echo_rows(rows)
 
 
-def _stats(docs: list[MemoryDoc], skipped: int, cache_file: Path | None) -> dict[str, Any]:
+def _stats(docs: list[MemoryDoc], skipped: int, cache_file: Path | None, roots: tuple[str, ...]) -> dict[str, Any]:
     sizes = [d.size for d in docs]
     largest = max(docs, key=lambda d: (d.size, d.ref), default=None)
     return {
@@ -70,7 +71,7 @@ def _stats(docs: list[MemoryDoc], skipped: int, cache_file: Path | None) -> dict
         "largest": None if largest is None else {"ref": largest.ref, "bytes": largest.size},
         "oldest": _dated(docs[0]) if docs else None,
         "newest": _dated(docs[-1]) if docs else None,
-        "enrichment": _enrichment(docs),
+        "enrichment": _enrichment(docs, roots),
         "index": {
             "path": str(cache_file) if cache_file and cache_file.is_file() else None,
             "bytes": cache_file.stat().st_size if cache_file and cache_file.is_file() else 0,
@@ -82,24 +83,24 @@ def _dated(doc: MemoryDoc) -> dict[str, Any]:
     return {"ref": doc.ref, "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(doc.mtime))}
 
 
-def _enrichment(docs: list[MemoryDoc]) -> dict[str, int] | None:
-    """How many memories a root's enrichment sidecar covers; None when no root has one."""
-    folders = {Path(str(d.abspath)[: -len(d.path)]) for d in docs}
+def _enrichment(docs: list[MemoryDoc], roots: tuple[str, ...]) -> dict[str, int] | None:
+    """How many memories the roots' enrichment sidecars cover (by path); None when no root has one."""
     covered: set[str] = set()
     found = False
-    for folder in folders:
+    for root in roots:
+        folder = Path(os.path.abspath(os.path.expanduser(root)))
         sidecar = folder / ENRICHMENT_FILE
         if not sidecar.is_file():
             continue
         found = True
-        paths = {d.path: d.ref for d in docs if str(d.abspath).startswith(str(folder) + os.sep)}
+        by_path = {d.path: d.ref for d in docs if Path(d.abspath).is_relative_to(folder)}
         with sidecar.open(encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     entry = json.loads(line)
                 except ValueError:
                     continue
-                ref = paths.get(entry.get("path", "")) if isinstance(entry, dict) else None
+                ref = by_path.get(entry.get("path", "")) if isinstance(entry, dict) else None
                 if ref:
                     covered.add(ref)
     return {"enriched": len(covered)} if found else None

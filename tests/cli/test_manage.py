@@ -126,3 +126,16 @@ def test_stats_counts_types_scopes_sizes_ages_enrichment_and_index(run_cli: RunC
     assert text.returncode == 0
     assert "1 memories, 0 skipped" in text.stdout and "enrichment: 1/1 memories" in text.stdout
     assert "by type:  user 1" in text.stdout
+
+
+def test_add_on_a_terminal_takes_the_body_from_the_editor(store: Path, tmp_path: Path) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "Body from the editor.\\n" > "$1"\n')
+    editor.chmod(0o755)
+    args = ("add", "--root", str(store), "--type", "feedback", "--name", "Edited", "--description", "d")
+    written = run_in_pty(*args, cwd=store, env=clean_environ(EDITOR=str(editor)))
+    assert written.returncode == 0, written.output
+    assert parse_memory((store / "feedback" / "edited.md").read_bytes()).body == "Body from the editor.\n"
+    unchanged = run_in_pty(*args, "--force", cwd=store, env=clean_environ(EDITOR="true"))
+    assert unchanged.returncode == 2 and "not saved: the editor was closed without saving" in unchanged.output
+    assert parse_memory((store / "feedback" / "edited.md").read_bytes()).body == "Body from the editor.\n"

@@ -43,6 +43,8 @@ def test_query_json_fast_only_has_scores_rendered_text_and_no_refined_part(run_c
     assert data["fast"]["ranked"][0]["ref"] == DEPLOY_DOC
     assert data["refinement"] == {"enabled": False, "reason": "--fast-only"}
     assert data["refined"] is None
+    same = json_out(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "--format", "json"))
+    assert same["docs"] == data["docs"] and same["rendered"] == data["rendered"]
 
 
 def test_query_with_a_model_prints_the_refinement_and_rejected_refs_but_never_the_key(run_cli: RunCli) -> None:
