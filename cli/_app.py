@@ -1,25 +1,75 @@
-"""The click application: the group, and every command added to it explicitly."""
+"""The click application: the group, every command added to it explicitly, and how it exits.
+
+Exit status: 0 done; 1 `validate` found bad files; 2 bad input or configuration (one line on
+stderr); 3 `query --require-model` got no answer from the model; 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import click
 
+from recall_kit_cli._output import SanitisingLogHandler, clean, echo, quiet_broken_pipe
 from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
+from recall_kit_cli.commands.config_cmd import config
 from recall_kit_cli.commands.enrich_cmd import enrich
 from recall_kit_cli.commands.list_cmd import list_memories
+from recall_kit_cli.commands.manage_cmd import add, rm, show
 from recall_kit_cli.commands.query_cmd import query
+from recall_kit_cli.commands.stats_cmd import stats
+from recall_kit_cli.commands.validate_cmd import validate
 from recall_kit_cli.commands.watch_cmd import watch
 from recall_kit_cli.integrations.commands import hook, mcp, serve
+
+EXIT_INTERRUPTED = 130
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recall-kit")
 def cli() -> None:
-    """Hand an agent the right memories at the right moment."""
+    """Right memories, right moment. Example: recall-kit query 'how do we deploy?'"""
 
 
 bench.add_command(latency)
-for _command in (list_memories, query, watch, bench, serve, hook, mcp):
+for _command in (list_memories, query, watch, add, show, rm, validate, stats, config, enrich, bench, serve, hook, mcp):
     cli.add_command(_command)
-cli.add_command(enrich)
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one line, with the command to ask for help."""
+    message = exc.format_message()
+    command = exc.ctx.command_path if exc.ctx is not None else "recall-kit"
+    if exc.ctx is not None and exc.ctx.command.name == "query" and "unexpected extra argument" in message:
+        message = 'the query is one argument: quote it, e.g. recall-kit query "how do we deploy?"'
+    return f"recall-kit: {clean(message)} (see '{clean(command)} --help')"
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the CLI; every failure ends as one line on stderr and an exit status, never a traceback."""
+    root_logger = logging.getLogger()
+    if not root_logger.handlers:
+        handler = SanitisingLogHandler(logging.WARNING)
+        root_logger.addHandler(handler)
+    try:
+        result = cli.main(args=args, prog_name="recall-kit", standalone_mode=False)
+    except click.UsageError as exc:
+        echo(usage_line(exc), err=True)
+        return 2
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (KeyboardInterrupt, click.Abort):
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        quiet_broken_pipe()
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())

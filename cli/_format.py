@@ -13,7 +13,20 @@ class InputError(click.ClickException):
     exit_code = 2
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"recall-kit: {self.format_message()}", err=True)
+        from recall_kit_cli._output import clean, echo
+
+        echo(f"recall-kit: {clean(self.format_message())}", err=True)
+
+
+class ModelUnavailable(click.ClickException):
+    """``--require-model`` and the model gave no answer: the fast result was shown, exit status 3."""
+
+    exit_code = 3
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        from recall_kit_cli._output import clean, echo
+
+        echo(f"recall-kit: {clean(self.format_message())}", err=True)
 
 
 def fmt_rate(value: float | None) -> str:
@@ -29,3 +42,16 @@ def parse_number_list(text: str, option: str) -> list[float]:
     if not values or min(values) < 0:
         raise InputError(f"{option} needs at least one number, none negative; got {text!r}")
     return values
+
+
+def error_ref(err: Any) -> str:
+    """A skipped file's ref; a root itself (missing, say) is named by its label alone, not label//path."""
+    return err.scope if err.path.startswith("/") else err.ref
+
+
+def error_line(err: Any) -> str:
+    """``ref: reason``, both cleaned; a missing root also shows its path."""
+    from recall_kit_cli._output import clean
+
+    where = f" ({err.path})" if err.path.startswith("/") else ""
+    return f"{clean(error_ref(err))}{clean(where)}: {clean(err.reason)}"

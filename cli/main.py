@@ -11,6 +11,8 @@ def main() -> None:
         from recall_kit_cli.integrations.hook import run_claude_code
 
         sys.exit(run_claude_code(sys.argv[3:]))
-    from recall_kit_cli._app import cli
-
-    cli()
+    try:
+        from recall_kit_cli._app import main as run_app
+    except KeyboardInterrupt:
+        sys.exit(130)
+    run_app()

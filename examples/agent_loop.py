@@ -16,6 +16,11 @@ optional, from RECALL_KIT_BASE_URL / RECALL_KIT_MODEL / RECALL_KIT_API_KEY):
         --base-url http://127.0.0.1:8080/v1 --model local "How do I run the ledgerline tests?"
 
 Without a prompt it reads prompts from stdin, one a line. Ctrl-C aborts the turn (and its recall).
+
+Without any model, ``--scripted`` answers every turn from recall-kit's scripted test server on
+loopback (``recall_kit.testing.ScriptedChatServer``), so the memory deliveries can be watched with ``-v``:
+
+    python examples/agent_loop.py --root examples/memories --scripted -v "How do I deploy ledgerline?"
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, Callable
 
 import httpx
 
-from memory_store import MemoryStore
+from memory_store import MemoryStore, MemoryStoreError
 from recall_kit import ConfigError, Delivery, ModelSelector, Recaller, RecallSession
 
 MAX_TOOL_ROUNDS = 6
@@ -229,19 +234,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-key", default=env.get("AGENT_API_KEY") or env.get("OPENAI_API_KEY"))
     parser.add_argument("--timeout", type=float, default=120.0, help="chat request timeout, seconds")
     parser.add_argument("--verbose", "-v", action="store_true", help="show deliveries on stderr")
+    parser.add_argument("--scripted", action="store_true", help="no model: a scripted loopback server answers")
     args = parser.parse_args(argv)
-    if not args.base_url or not args.model:
-        parser.error("set --base-url and --model (or AGENT_BASE_URL and AGENT_MODEL)")
+    if not args.scripted and (not args.base_url or not args.model):
+        parser.error("set --base-url and --model (or AGENT_BASE_URL and AGENT_MODEL), or pass --scripted")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prompts = args.prompt or [line.strip() for line in sys.stdin if line.strip()]
+    if args.scripted:
+        from recall_kit.testing import Reply, ScriptedChatServer
+
+        reply = Reply.content("(scripted agent reply: no model was asked)")
+        with ScriptedChatServer(default=reply) as server:
+            args.base_url, args.model = server.base_url, "scripted"
+            return run(args, prompts)
+    return run(args, prompts)
+
+
+def run(args: argparse.Namespace, prompts: list[str]) -> int:
     try:
         return asyncio.run(main_async(args, prompts))
     except KeyboardInterrupt:
         return 130
+    except MemoryStoreError as exc:
+        print(f"agent_loop: {exc}", file=sys.stderr)
+        return 2
     except httpx.HTTPError as exc:
         print(f"agent_loop: chat request failed: {exc}", file=sys.stderr)
         return 1

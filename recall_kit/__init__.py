@@ -22,6 +22,7 @@ from recall_kit._heuristic import (
 from recall_kit._index_cache import IndexedStore, open_indexed
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
+from recall_kit._secrets import display_url
 from recall_kit._answer import MAX_MODEL_DOCS
 from recall_kit._background import BackgroundEnrichment
 from recall_kit._enrich_sidecar import docs_to_enrich, record_enrichment
@@ -88,6 +89,7 @@ __all__ = [
     "TurnRunner",
     "UntilSettled",
     "docs_to_enrich",
+    "display_url",
     "load_selector_config",
     "open_indexed",
     "record_enrichment",

@@ -22,7 +22,10 @@ if TYPE_CHECKING:  # the harness is imported inside the commands: other commands
 
 @click.group("bench")
 def bench() -> None:
-    """Benchmarks: delivery rate on an eval dataset, latency on generated stores."""
+    """Benchmarks: delivery rate on an eval dataset, latency on generated stores.
+
+    Example: recall-kit bench delivery bench/datasets/agent-memories
+    """
 
 
 @bench.command("delivery")
@@ -30,7 +33,7 @@ def bench() -> None:
 @click.option("--fast-only", is_flag=True, help="No model stage (the default without --base-url/--model).")
 @click.option("--base-url", help="OpenAI-compatible endpoint: adds the refined phase.")
 @click.option("--model", help="Model name at that endpoint.")
-@click.option("--model-timeout", type=float, help="Seconds before the model stage gives up (default 30).")
+@click.option("--model-timeout", type=float, help="Model stage deadline, s (default 30).")
 @click.option(
     "--model-latency-ms",
     "latency_profile",
@@ -57,8 +60,10 @@ def delivery(
     no_enrichment: bool,
     as_json: bool,
 ) -> None:
-    """Delivery metrics overall and per kind, beside a plain BM25 baseline; with an enrichment
-    sidecar, the enriched store beside the same store unenriched."""
+    """Delivery per kind beside plain BM25, enriched beside unenriched.
+
+    Example: recall-kit bench delivery bench/datasets/agent-memories --fast-only
+    """
     from recall_kit_bench import (
         DeliveryBenchReport,
         DeliveryReport,

@@ -15,7 +15,10 @@ from recall_kit_cli._format import InputError
 @click.option("--docs", default="100,1000,10000,50000", show_default=True, help="Store sizes.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def latency(docs: str, as_json: bool) -> None:
-    """Fast-stage cost on generated stores, beside rank-bm25 scoring, plus one-file update cost."""
+    """Fast-stage cost on generated stores, beside rank-bm25 scoring, plus one-file update cost.
+
+    Example: recall-kit bench latency --docs 1000,10000
+    """
     from recall_kit_bench import measure_latency
 
     try:

@@ -20,6 +20,7 @@ from recall_kit import (
     load_selector_config,
     record_enrichment,
 )
+from recall_kit_cli._settings import resolve_roots, root_option
 from recall_kit_cli._format import InputError
 
 EXIT_SOME_FAILED = 1
@@ -28,7 +29,7 @@ FLUSH_INTERVAL_S = 1.0  # a model call takes about this long or more: in practic
 
 
 @click.command("enrich")
-@click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
+@root_option
 @click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--model", help="Model name at that endpoint.")
 @click.option("--model-timeout", type=float, help="Seconds one memory's model call may take (default 30).")
@@ -46,15 +47,15 @@ def enrich(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Ask the model for search terms each memory lacks; write them to .recall-kit/enrichment.jsonl.
+    """Write model-made search terms to each root's .recall-kit/enrichment.jsonl (files never change).
 
-    Memory files are never changed. Exit 0 when nothing failed, 1 when some memories failed.
+    Example: recall-kit enrich --base-url http://127.0.0.1:8080/v1 --model qwen
     """
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
     config = None if dry_run else _config(base_url, model, model_timeout)
     try:
-        with MemoryStore.open(*roots, watch=False) as store:
+        with MemoryStore.open(*resolve_roots(roots).paths, watch=False) as store:
             snapshot = store.snapshot()
             root_paths = dict(store.roots)
     except MemoryStoreError as exc:

@@ -2,48 +2,47 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from memory_store import LoadError, MemoryDoc, MemoryStore
-from memory_store import MemoryStoreError
-from recall_kit_cli._format import InputError
-import click
-
-DESCRIPTION_WIDTH = 80  # characters of description shown per line in text mode
+from memory_store import LoadError, MemoryDoc
+from recall_kit_cli._format import error_line, error_ref
+from recall_kit_cli._output import clean, echo, echo_json, echo_rows
+from recall_kit_cli._settings import open_store, root_option
 
 
 @click.command("list")
-@click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
+@root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def list_memories(roots: tuple[str, ...], as_json: bool) -> None:
-    """List the memory documents under each --root, and every file skipped with its reason."""
-    try:
-        with MemoryStore.open(*roots, watch=False) as store:
-            snapshot = store.snapshot()
-            store_roots = store.roots
-    except MemoryStoreError as exc:
-        raise InputError(str(exc)) from None
+    """List the memories under each root, and every file skipped with its reason.
+
+    Lines are cut to the terminal's width; `validate` exits 1 when a file is skipped.
+
+    \b
+    Example:
+      recall-kit list --root ~/memories
+    """
+    with open_store(roots) as store:
+        snapshot = store.snapshot()
+        store_roots = store.roots
     docs = sorted(snapshot.docs.values(), key=lambda d: d.ref)
     if as_json:
-        payload = {
+        echo_json({
             "roots": [{"scope": label, "path": path} for label, path in store_roots],
             "version": snapshot.version,
             "docs": [doc_json(doc) for doc in docs],
             "errors": [error_json(err) for err in snapshot.errors],
-        }
-        click.echo(json.dumps(payload, ensure_ascii=False))
+        })
         return
-    click.echo(f"{len(docs)} memories, {len(snapshot.errors)} skipped, in " + ", ".join(
-        f"{label} ({path})" for label, path in store_roots))
-    width = max((len(doc.ref) for doc in docs), default=0)
-    for doc in docs:
-        click.echo(f"  {doc.type:<9} {doc.ref:<{width}}  {doc.name} - {_clip(doc.description)}")
+    echo_rows([f"{len(docs)} memories, {len(snapshot.errors)} skipped, in " + ", ".join(
+        f"{clean(label)} ({clean(path)})" for label, path in store_roots)])
+    width = min(max((len(clean(doc.ref)) for doc in docs), default=0), 48)
+    echo_rows(
+        f"  {clean(doc.type):<9} {clean(doc.ref):<{width}}  {clean(doc.name)} - {clean(doc.description)}"
+        for doc in docs
+    )
     if snapshot.errors:
-        click.echo("skipped:")
-        for err in snapshot.errors:
-            click.echo(f"  {err.ref}: {err.reason}")
+        echo_rows(["skipped:", *(f"  {error_line(err)}" for err in snapshot.errors)])
 
 
 def doc_json(doc: MemoryDoc) -> dict[str, object]:
@@ -59,8 +58,4 @@ def doc_json(doc: MemoryDoc) -> dict[str, object]:
 
 
 def error_json(err: LoadError) -> dict[str, str]:
-    return {"ref": err.ref, "scope": err.scope, "path": err.path, "reason": err.reason}
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= DESCRIPTION_WIDTH else text[: DESCRIPTION_WIDTH - 3] + "..."
+    return {"ref": error_ref(err), "scope": err.scope, "path": err.path, "reason": err.reason}

@@ -1,23 +1,23 @@
-"""`recall-kit watch`: one line per new snapshot until Ctrl-C or SIGTERM."""
+"""`recall-kit watch`: one summary line per new snapshot until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
-import json
-import os
 import queue
 import signal
-import sys
 from types import FrameType
+from typing import Sequence
 
 import click
 
-from memory_store import MemoryStore, Snapshot
-from memory_store import MemoryStoreError
-from recall_kit_cli._format import InputError
+from memory_store import MemoryStore, MemoryStoreError, Snapshot
+from recall_kit_cli._format import InputError, error_line
+from recall_kit_cli._output import clean, echo, echo_json, quiet_broken_pipe
+from recall_kit_cli._settings import resolve_roots, root_option
 from recall_kit_cli.commands.list_cmd import error_json
-import click
 
 _POLL_S = 0.5  # how often the main thread re-checks for a stop signal while idle
+REFS_SHOWN = 5  # changed/removed refs named per line; the rest are counted
+SKIPPED_SHOWN = 10  # skipped files named per snapshot; the rest are counted
 
 
 class _Stop(Exception):
@@ -25,14 +25,21 @@ class _Stop(Exception):
 
 
 @click.command("watch")
-@click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
+@root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 def watch(roots: tuple[str, ...], as_json: bool, debounce_ms: float | None) -> None:
-    """Watch the memory roots and print one line per new snapshot."""
+    """Watch the memory roots and print one line per new snapshot (Ctrl-C or SIGTERM ends it).
+
+    Newly skipped files are named below with their reasons.
+
+    \b
+    Example:
+      recall-kit watch --root ~/memories
+    """
     options = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
     try:
-        store = MemoryStore.open(*roots, watch=True, **options)
+        store = MemoryStore.open(*resolve_roots(roots).paths, watch=True, **options)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
     snapshots: queue.SimpleQueue[Snapshot] = queue.SimpleQueue()
@@ -40,19 +47,19 @@ def watch(roots: tuple[str, ...], as_json: bool, debounce_ms: float | None) -> N
     unsubscribe = store.subscribe(snapshots.put)
     try:
         shown = store.snapshot()  # after subscribing, so no version falls between the two
-        _emit(shown, as_json)
+        _emit(shown, None, store.roots, as_json)
         while True:
             try:
                 snapshot = snapshots.get(timeout=_POLL_S)
             except queue.Empty:
                 continue
             if snapshot.version > shown.version:
+                _emit(snapshot, shown, store.roots, as_json)
                 shown = snapshot
-                _emit(snapshot, as_json)
     except _Stop:
         pass
     except BrokenPipeError:  # the reader went away (e.g. `| head`); that is a normal end
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        quiet_broken_pipe()
     finally:
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)
@@ -66,25 +73,36 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop()
 
 
-def _emit(snapshot: Snapshot, as_json: bool) -> None:
+def _named(refs: Sequence[str]) -> str:
+    shown = ", ".join(clean(ref) for ref in refs[:REFS_SHOWN])
+    return shown + (f" (+{len(refs) - REFS_SHOWN} more)" if len(refs) > REFS_SHOWN else "")
+
+
+def _emit(
+    snapshot: Snapshot, before: Snapshot | None, roots: tuple[tuple[str, str], ...], as_json: bool
+) -> None:
     changed, removed = sorted(snapshot.changed), sorted(snapshot.removed)
     if as_json:
-        line = json.dumps(
-            {
-                "version": snapshot.version,
-                "docs": len(snapshot.docs),
-                "errors": [error_json(err) for err in snapshot.errors],
-                "changed": changed,
-                "removed": removed,
-            },
-            ensure_ascii=False,
-        )
+        echo_json({
+            "version": snapshot.version,
+            "docs": len(snapshot.docs),
+            "errors": [error_json(err) for err in snapshot.errors],
+            "changed": changed,
+            "removed": removed,
+        })
+        return
+    parts = [f"v{snapshot.version}: {len(snapshot.docs)} memories, {len(snapshot.errors)} skipped"]
+    if before is None:  # the first line summarises: the roots, not every file
+        parts[0] += " in " + ", ".join(f"{clean(label)} ({clean(path)})" for label, path in roots)
     else:
-        parts = [f"v{snapshot.version}: {len(snapshot.docs)} memories, {len(snapshot.errors)} skipped"]
         if changed:
-            parts.append(f"changed {', '.join(changed)}")
+            parts.append(f"changed {_named(changed)}")
         if removed:
-            parts.append(f"removed {', '.join(removed)}")
-        line = "; ".join(parts)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+            parts.append(f"removed {_named(removed)}")
+    known = set() if before is None else set(before.errors)
+    new_errors = [err for err in snapshot.errors if err not in known]
+    lines = ["; ".join(parts)]
+    lines += [f"  skipped {error_line(err)}" for err in new_errors[:SKIPPED_SHOWN]]
+    if len(new_errors) > SKIPPED_SHOWN:
+        lines.append(f"  ... and {len(new_errors) - SKIPPED_SHOWN} more skipped (recall-kit validate names all)")
+    echo(*lines)

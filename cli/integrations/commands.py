@@ -31,6 +31,10 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None) -> No
     """Run the per-user recall daemon the hooks talk to (started by the first hook when not running).
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
+
+    \b
+    Example:
+      recall-kit serve --idle-timeout 600
     """
     from recall_kit_cli.integrations._runtime import runtime_paths
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
@@ -56,13 +60,23 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None) -> No
 
 @click.group("hook")
 def hook() -> None:
-    """Agent hooks that hand memories over through the daemon."""
+    """Agent hooks that hand memories over through the daemon.
+
+    \b
+    Example:
+      recall-kit hook install claude-code --project --root ~/memories
+    """
 
 
 @hook.command("claude-code", context_settings={"ignore_unknown_options": True})
 @click.option("--root", "roots", multiple=True, help="A memory folder (repeatable).")
 def hook_claude_code(roots: tuple[str, ...]) -> None:
-    """Answer one Claude Code hook event (JSON on stdin); prints nothing and exits 0 on any failure."""
+    """Answer one Claude Code hook event (JSON on stdin); prints nothing and exits 0 on any failure.
+
+    \b
+    Example (what the installed hook runs):
+      recall-kit hook claude-code --root ~/memories < event.json
+    """
     from recall_kit_cli.integrations.hook import run_claude_code
 
     args = [f"--root={r}" for r in roots]
@@ -76,7 +90,12 @@ def hook_claude_code(roots: tuple[str, ...]) -> None:
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 def hook_install(agent: str, scope: str, roots: tuple[str, ...], dry_run: bool) -> None:
-    """Merge the recall hooks into Claude Code's settings JSON (idempotent; keeps a .bak)."""
+    """Merge the recall hooks into Claude Code's settings JSON (idempotent; keeps a .bak).
+
+    \b
+    Example:
+      recall-kit hook install claude-code --project --root ~/memories
+    """
     from recall_kit_cli.integrations.settings import SettingsError, install_claude_code
 
     try:
@@ -96,7 +115,12 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], dry_run: bool) 
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 def mcp(roots: tuple[str, ...], fast_only: bool) -> None:
-    """Serve the memories to any MCP client over stdio (needs the `mcp` extra)."""
+    """Serve the memories to any MCP client over stdio (needs the `mcp` extra).
+
+    \b
+    Example:
+      claude mcp add memories -- recall-kit mcp --root ~/memories
+    """
     try:
         from recall_kit_cli.integrations.mcp_server import serve_stdio
     except ImportError as exc:

@@ -7,31 +7,21 @@ resource (``memory://<ref>``). One stdio connection is one MCP session, so one R
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
 import mcp.types as mcp_types
-import yaml
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from memory_store import (
-    DEFAULT_MAX_BYTES,
-    MEMORY_TYPES,
-    MemoryParseError,
-    MemoryStore,
-    MemoryStoreError,
-    atomic_write,
-    parse_memory,
-)
+from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStore, MemoryStoreError
 from recall_kit import FastHeuristic, ModelSelector, Recaller, RecallSession, SelectorConfig
+from recall_kit_cli._memories import memory_text, save_memory, slug
 
 URI_SCHEME = "memory://"
 MAX_SEARCH_LIMIT = 50
-MAX_SLUG_CHARS = 60
 
 
 class RefusedRef(Exception):
@@ -128,42 +118,9 @@ class MemoryService:
         folder = self._roots.get(label)
         if folder is None:
             raise ValueError(f"unknown root {label!r}; one of {sorted(self._roots)}")
-        fields: dict[str, Any] = {"name": name, "description": description, "type": type}
-        if keywords:
-            fields["keywords"] = list(keywords)
-        front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
-        text = f"---\n{front}---\n{body.rstrip()}\n"
-        doc = parse_memory(text, max_bytes=DEFAULT_MAX_BYTES)  # the store's own rules, before any write
-        if doc.type not in MEMORY_TYPES:  # parse_memory already refuses these; the folder name relies on it
-            raise ValueError(f"unknown type {type!r}")
-        rel = f"{doc.type}/{slug(doc.name)}.md"
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        existed = target.exists()
-        if existed and not overwrite:
-            raise FileExistsError(f"{label}/{rel} already exists; pass overwrite=true to replace it")
-        if overwrite:
-            atomic_write(target, text)
-        else:
-            _create_new(target, text)
-        return {"ref": f"{label}/{rel}", "path": str(target), "overwritten": existed}
-
-
-def _create_new(target: Path, text: str) -> None:
-    """Write the whole file under a hidden name, then link it into place: never replaces a file."""
-    temp = target.with_name(f".{target.name}.new")
-    atomic_write(temp, text)
-    try:
-        os.link(temp, target)
-    except FileExistsError:
-        raise FileExistsError(f"{target.name} appeared meanwhile; pass overwrite=true to replace it") from None
-    finally:
-        temp.unlink(missing_ok=True)
-
-
-def slug(name: str) -> str:
-    words = re.sub(r"[^\w]+", "-", name.lower(), flags=re.UNICODE).strip("-_")
-    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+        text, doc = memory_text(name, description, type, body, keywords)
+        saved = save_memory(folder, label, text, doc, overwrite=overwrite, how_to_overwrite="pass overwrite=true")
+        return {"ref": saved.ref, "path": str(saved.path), "overwritten": saved.overwritten}
 
 
 def ref_uri(ref: str) -> str:

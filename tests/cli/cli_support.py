@@ -3,10 +3,20 @@ one-line error checks, and a small eval dataset."""
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import json
 import os
+import select
+import shutil
+import signal
+import struct
+import tempfile
 import subprocess
 import sys
+import termios
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,9 +59,15 @@ def run_recall_kit(*args: str, cwd: Path, env: dict[str, str] | None = None) -> 
     )
 
 
+CACHE_DIR = tempfile.mkdtemp(prefix="recall-kit-cli-tests-cache-")  # never the user's own cache
+atexit.register(shutil.rmtree, CACHE_DIR, True)
+
+
 def clean_environ(**extra: str) -> dict[str, str]:
-    """The current environment without any endpoint configuration, plus ``extra``."""
+    """The current environment without any recall-kit or endpoint configuration, with the index
+    cache in a temporary folder, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RECALL_KIT_", "OPENAI_"))}
+    env["RECALL_KIT_CACHE_DIR"] = CACHE_DIR
     env.update(extra)
     return env
 
@@ -71,3 +87,53 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str)
     assert len(lines) == 1, result.stderr
     for word in words:
         assert word in lines[0]
+
+
+@dataclass
+class PtyResult:
+    returncode: int
+    output: str  # stdout and stderr as the terminal showed them, "\r\n" turned back into "\n"
+
+
+def run_in_pty(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, width: int = 80,
+    interrupt_after: str | None = None, answer: bytes | None = None, timeout: float = 60,
+) -> PtyResult:
+    """`recall-kit ARGS` on a pseudo-terminal of ``width`` columns; SIGINT once ``interrupt_after``
+    has been shown; ``answer`` typed once the first output arrives."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, width, 0, 0))
+    env = dict(env if env is not None else clean_environ())
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    proc = subprocess.Popen([str(RECALL_KIT), *args], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env)
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+            seen = b"".join(chunks)
+            if answer is not None:
+                os.write(master, answer)
+                answer = None
+            if interrupt_after is not None and interrupt_after.encode() in seen:
+                proc.send_signal(signal.SIGINT)
+                interrupt_after = None
+        returncode = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    text = b"".join(chunks).decode("utf-8", "backslashreplace").replace("\r\n", "\n")
+    return PtyResult(returncode, text)

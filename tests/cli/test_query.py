@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cli_support import EXAMPLES, RunCli, assert_one_line_error, clean_environ, json_out
@@ -42,6 +43,8 @@ def test_query_json_fast_only_has_scores_rendered_text_and_no_refined_part(run_c
     assert data["fast"]["ranked"][0]["ref"] == DEPLOY_DOC
     assert data["refinement"] == {"enabled": False, "reason": "--fast-only"}
     assert data["refined"] is None
+    same = json_out(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "--format", "json"))
+    assert same["docs"] == data["docs"] and same["rendered"] == data["rendered"]
 
 
 def test_query_with_a_model_prints_the_refinement_and_rejected_refs_but_never_the_key(run_cli: RunCli) -> None:
@@ -92,5 +95,60 @@ def test_query_with_a_broken_config_file_exits_2_with_one_line(run_cli: RunCli, 
     assert_one_line_error(
         run_cli("query", "x", "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                 "--model-timeout", "-1"),
-        "timeout must be positive",
+        "--model-timeout must be a positive number",
     )
+
+
+def test_query_verbose_shows_the_near_misses_and_why_the_gate_held_them(run_cli: RunCli) -> None:
+    result = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "-v")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index("near misses (ranked, not delivered):")
+    misses = lines[start + 1:]
+    assert len(misses) == 9 and all(DEPLOY_DOC not in line for line in misses)
+    assert misses[0].split()[1] == "memories/projects/tidepool/deploy.md:" and "needs 2" in misses[0]
+    assert misses[1].endswith("ranked #3; the gate passes only the top 2")
+    assert "near misses" not in run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only").stdout
+    data = json_out(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "-v", "--json"))
+    assert [m["ref"] + ": " + m["why"] for m in data["near_misses"]] == [line.split(maxsplit=1)[1] for line in misses]
+
+
+def test_query_format_block_prints_only_the_memory_block_or_nothing(run_cli: RunCli) -> None:
+    block = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--format", "block")
+    assert block.returncode == 0 and block.stderr == ""
+    assert block.stdout.startswith("<recalled-memories>\n") and block.stdout.endswith("</recalled-memories>\n")
+    assert f"Reference: {DEPLOY_DOC}" in block.stdout and "fast stage" not in block.stdout
+    nothing = run_cli("query", "sourdough starter feeding", "--root", str(EXAMPLES), "--format", "block")
+    assert nothing.returncode == 0 and nothing.stdout == ""
+
+
+def test_an_unreachable_model_reads_plainly_and_exits_3_only_under_require_model(run_cli: RunCli) -> None:
+    args = ("query", DEPLOY, "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    shown = run_cli(*args)
+    assert shown.returncode == 0, shown.stderr
+    assert "model unreachable (ConnectError): showing the fast result" in shown.stdout.splitlines()
+    required = run_cli(*args, "--require-model")
+    assert required.returncode == 3 and DEPLOY_DOC in required.stdout
+    assert required.stderr == "recall-kit: --require-model: model unreachable (ConnectError): showing the fast result\n"
+    data = json.loads(run_cli(*args, "--json", "--require-model").stdout)
+    assert data["refined"]["model_answered"] is False and data["refined"]["summary"].startswith("model unreachable")
+
+
+def test_require_model_exits_0_when_the_model_answers_and_2_when_none_is_configured(run_cli: RunCli) -> None:
+    with ScriptedChatServer(selections=[DEPLOY_DOC]) as server:
+        answered = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--base-url", server.base_url,
+                           "--model", "scripted", "--require-model")
+    assert answered.returncode == 0, answered.stderr
+    assert "refined after" in answered.stdout
+    assert_one_line_error(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--require-model"),
+                          "--require-model", "no model configured")
+
+
+def test_a_model_timeout_and_an_http_error_read_plainly(run_cli: RunCli) -> None:
+    args = ("query", DEPLOY, "--root", str(EXAMPLES), "--model", "scripted")
+    with ScriptedChatServer(default=Reply.hang()) as server:
+        slow = run_cli(*args, "--base-url", server.base_url, "--model-timeout", "0.3", "--require-model")
+    with ScriptedChatServer(default=Reply.error(400, "context too long")) as server:
+        failed = run_cli(*args, "--base-url", server.base_url)
+    assert slow.returncode == 3 and "model timed out (deadline of 0.3 s exceeded): showing the fast result" in slow.stdout
+    assert "model failed (HTTP 400: context too long): showing the fast result" in failed.stdout

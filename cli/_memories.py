@@ -1,0 +1,76 @@
+"""Writing one new memory file, shared by `recall-kit add` and the MCP `remember` tool.
+
+The text is built from the fields, validated by the store's own parser before anything touches the
+disk, and written under ``<root>/<type>/<slug of name>.md``: atomically, and never over an existing
+file unless asked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from memory_store import DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc, atomic_write, parse_memory
+
+MAX_SLUG_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class SavedMemory:
+    ref: str
+    path: Path
+    overwritten: bool
+
+
+def slug(name: str) -> str:
+    words = re.sub(r"[^\w]+", "-", name.lower(), flags=re.UNICODE).strip("-_")
+    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+
+
+def memory_text(
+    name: str, description: str, type: str, body: str, keywords: Sequence[str] | None = None
+) -> tuple[str, MemoryDoc]:
+    """The file's text and the doc the store will read from it; MemoryParseError when it would skip it."""
+    fields: dict[str, Any] = {"name": name, "description": description, "type": type}
+    if keywords:
+        fields["keywords"] = list(keywords)
+    front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
+    text = f"---\n{front}---\n{body.rstrip()}\n"
+    doc = parse_memory(text, max_bytes=DEFAULT_MAX_BYTES)  # the store's own rules, before any write
+    if doc.type not in MEMORY_TYPES:  # parse_memory already refuses these; the folder name relies on it
+        raise ValueError(f"unknown type {type!r}")
+    return text, doc
+
+
+def save_memory(
+    folder: Path, label: str, text: str, doc: MemoryDoc, *, overwrite: bool, how_to_overwrite: str
+) -> SavedMemory:
+    """Write ``text`` as ``<folder>/<type>/<slug>.md``; FileExistsError naming ``how_to_overwrite``."""
+    rel = f"{doc.type}/{slug(doc.name)}.md"
+    target = folder / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    existed = target.exists()
+    if existed and not overwrite:
+        raise FileExistsError(f"{label}/{rel} already exists; {how_to_overwrite} to replace it")
+    if overwrite:
+        atomic_write(target, text)
+    else:
+        _create_new(target, text, how_to_overwrite)
+    return SavedMemory(f"{label}/{rel}", target, existed)
+
+
+def _create_new(target: Path, text: str, how_to_overwrite: str) -> None:
+    """Write the whole file under a hidden name, then link it into place: never replaces a file."""
+    temp = target.with_name(f".{target.name}.new")
+    atomic_write(temp, text)
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise FileExistsError(f"{target.name} appeared meanwhile; {how_to_overwrite} to replace it") from None
+    finally:
+        temp.unlink(missing_ok=True)

@@ -1,0 +1,122 @@
+"""Settings the commands share: the default memory roots and the checks on recall-kit.toml.
+
+Roots, highest precedence first: ``--root`` arguments, ``RECALL_KIT_ROOTS`` (os.pathsep-separated),
+then ``roots = [...]`` at the top of ``./recall-kit.toml`` (relative paths are relative to that file).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memory_store import MemoryStore, MemoryStoreError
+from recall_kit import ConfigError, SelectorConfig, load_selector_config
+from recall_kit_cli._format import InputError
+from recall_kit_cli._output import warn
+
+CONFIG_FILE_NAME = "recall-kit.toml"
+ROOTS_ENV = "RECALL_KIT_ROOTS"
+KNOWN_KEYS = {"": ("roots", "selector"), "selector": ("base_url", "model", "api_key", "timeout")}
+NO_ROOT = f"no memory root: pass --root DIR, set {ROOTS_ENV}, or put roots = [...] in {CONFIG_FILE_NAME}"
+
+_warned: set[Path] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Roots:
+    """The memory folders to use and where that list came from."""
+
+    paths: tuple[str, ...]
+    source: str
+
+
+def config_file() -> Path | None:
+    path = Path.cwd() / CONFIG_FILE_NAME
+    return path if path.is_file() else None
+
+
+def read_config_file() -> tuple[Path | None, dict[str, Any]]:
+    """``./recall-kit.toml`` and its content ({} when absent); unknown keys warned about once."""
+    path = config_file()
+    if path is None:
+        return None, {}
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if path not in _warned:
+        _warned.add(path)
+        for line in unknown_key_warnings(data, path):
+            warn(line)
+    return path, data
+
+
+def unknown_key_warnings(data: dict[str, Any], path: Path) -> list[str]:
+    """One line per key recall-kit does not know, with the closest known key when there is one."""
+    lines = []
+    for table, known in KNOWN_KEYS.items():
+        section = data if not table else data.get(table, {})
+        if not isinstance(section, dict):
+            continue
+        where = f"[{table}] " if table else ""
+        for key in section:
+            if key in known or (not table and key in KNOWN_KEYS):
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known)}"
+            lines.append(f"{path}: unknown key {where}{key!r} ignored{hint}")
+    return lines
+
+
+def resolve_roots(given: tuple[str, ...]) -> Roots:
+    """The roots a command works on; InputError naming every way to give one when none is set."""
+    if given:
+        return Roots(tuple(given), "argument --root")
+    env = os.environ.get(ROOTS_ENV, "")
+    from_env = tuple(p for p in env.split(os.pathsep) if p)
+    if from_env:
+        return Roots(from_env, f"environment variable {ROOTS_ENV}")
+    path, data = read_config_file()
+    value = data.get("roots")
+    if path is None or value is None:
+        raise InputError(NO_ROOT)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise InputError(f"{path}: roots must be a non-empty list of folder paths")
+    base = path.parent
+    return Roots(tuple(str(base / os.path.expanduser(v)) for v in value), f"{path} roots")
+
+
+def selector_config(
+    *, base_url: str | None = None, model: str | None = None, timeout: float | None = None
+) -> SelectorConfig:
+    """The model endpoint; a bad value is a one-line error that names its real source."""
+    if timeout is not None and not (timeout > 0 and timeout != float("inf")):
+        raise InputError(f"--model-timeout must be a positive number of seconds, got {timeout:g}")
+    read_config_file()  # warns about unknown keys before the engine reads the same file
+    try:
+        return load_selector_config(base_url=base_url, model=model, timeout=timeout)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+
+
+root_option = click.option(
+    "--root", "roots", multiple=True, metavar="DIR",
+    help="Memory folder (repeatable; default: see `recall-kit config`).",
+)
+
+
+def open_store(roots: tuple[str, ...]) -> MemoryStore:
+    """A one-shot store over the resolved roots; InputError for a missing root."""
+    try:
+        return MemoryStore.open(*resolve_roots(roots).paths, watch=False)
+    except MemoryStoreError as exc:
+        raise InputError(str(exc)) from None

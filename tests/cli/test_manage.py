@@ -1,0 +1,146 @@
+"""`recall-kit add`, `show`, `rm`, `validate` and `stats`: managing memories from the command line."""
+
+from __future__ import annotations
+
+import hashlib
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_support import EXAMPLES, RECALL_KIT, RunCli, assert_one_line_error, clean_environ, json_out, run_in_pty
+
+from memory_store import MemoryStore, parse_memory
+
+DEPLOY = "memories/projects/ledgerline/deploy.md"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "mem"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "tea.md").write_text("---\nname: Tea\ndescription: green tea at four\ntype: user\n---\nSencha.\n")
+    return root
+
+
+def _add(store: Path, *args: str, body: str = "", cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(RECALL_KIT), "add", "--root", str(store), *args], input=body, capture_output=True, text=True,
+        env=clean_environ(), cwd=cwd, timeout=60,
+    )
+
+
+def test_add_writes_a_validated_memory_under_its_type_folder_with_the_body_from_stdin(store: Path) -> None:
+    result = _add(store, "--type", "project", "--name", "Atlas: Migrations!", "--description", "how atlas migrates",
+                  "--keyword", "alembic", body="Run alembic upgrade head.\n", cwd=store)
+    assert result.returncode == 0, result.stderr
+    target = store / "project" / "atlas-migrations.md"
+    assert result.stdout.strip() == f"added mem/project/atlas-migrations.md ({target})"
+    doc = parse_memory(target.read_bytes())
+    assert (doc.name, doc.type, doc.keywords, doc.body) == (
+        "Atlas: Migrations!", "project", ("alembic",), "Run alembic upgrade head.\n")
+    with MemoryStore.open(store, watch=False) as opened:
+        assert "mem/project/atlas-migrations.md" in opened.snapshot().docs
+
+
+def test_add_refuses_to_overwrite_without_force_and_replaces_with_it(store: Path) -> None:
+    args = ("--type", "user", "--name", "Tea", "--description", "now oolong", "--body", "Oolong.")
+    refused = _add(store, *args, cwd=store)
+    assert_one_line_error(refused, "already exists", "--force")
+    assert "Sencha" in (store / "user" / "tea.md").read_text()
+    replaced = _add(store, *args, "--force", "--json", cwd=store)
+    assert json_out(replaced) == {"ref": "mem/user/tea.md", "path": str(store / "user" / "tea.md"), "overwritten": True}
+    assert parse_memory((store / "user" / "tea.md").read_bytes()).body == "Oolong.\n"
+
+
+def test_add_rejects_what_the_store_would_skip_and_writes_nothing(store: Path) -> None:
+    before = sorted(p.name for p in store.rglob("*"))
+    assert_one_line_error(_add(store, "--type", "user", "--name", "x", "--description", "", "--body", "b",
+                               cwd=store), "not saved", "description")
+    assert_one_line_error(_add(store, "--type", "nonsense", "--name", "x", "--description", "d", cwd=store),
+                          "nonsense")
+    assert sorted(p.name for p in store.rglob("*")) == before
+
+
+def test_add_without_a_root_anywhere_is_one_line(run_cli: RunCli) -> None:
+    assert_one_line_error(run_cli("add", "--type", "user", "--name", "x", "--description", "d", "--body", "b"),
+                          "no memory root", "RECALL_KIT_ROOTS")
+
+
+def test_show_renders_the_memory_as_the_agent_sees_it_or_raw(run_cli: RunCli) -> None:
+    shown = run_cli("show", DEPLOY, "--root", str(EXAMPLES))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("<recalled-memories>") and f"Reference: {DEPLOY}" in shown.stdout
+    raw = run_cli("show", "projects/ledgerline/deploy.md", "--root", str(EXAMPLES), "--raw")
+    assert raw.stdout == (EXAMPLES / "projects/ledgerline/deploy.md").read_text()
+    data = json_out(run_cli("show", DEPLOY, "--root", str(EXAMPLES), "--json"))
+    assert data["ref"] == DEPLOY and "Fly.io" in data["text"] and data["raw"] is False
+
+
+def test_show_of_an_unknown_ref_is_one_line(run_cli: RunCli) -> None:
+    assert_one_line_error(run_cli("show", "memories/nope.md", "--root", str(EXAMPLES)), "no memory", "nope.md")
+
+
+def test_rm_needs_yes_without_a_terminal_and_deletes_with_it(run_cli: RunCli, store: Path) -> None:
+    assert_one_line_error(run_cli("rm", "mem/user/tea.md", "--root", str(store)), "--yes")
+    assert (store / "user" / "tea.md").exists()
+    removed = run_cli("rm", "mem/user/tea.md", "--root", str(store), "--yes")
+    assert removed.returncode == 0 and removed.stdout == "removed mem/user/tea.md\n"
+    assert not (store / "user" / "tea.md").exists()
+
+
+def test_rm_asks_on_a_terminal_and_keeps_the_file_when_told_no(store: Path) -> None:
+    kept = run_in_pty("rm", "mem/user/tea.md", "--root", str(store), cwd=store, answer=b"n\n")
+    assert "remove mem/user/tea.md (Tea)? [y/N]" in kept.output and kept.returncode == 2
+    assert (store / "user" / "tea.md").exists()
+    gone = run_in_pty("rm", "mem/user/tea.md", "--root", str(store), cwd=store, answer=b"y\n")
+    assert gone.returncode == 0 and "removed mem/user/tea.md" in gone.output
+    assert not (store / "user" / "tea.md").exists()
+
+
+def test_validate_exits_0_on_a_clean_store_and_1_naming_every_bad_file(run_cli: RunCli, store: Path) -> None:
+    clean = run_cli("validate", "--root", str(store))
+    assert clean.returncode == 0 and clean.stdout == "ok: 1 valid memories, 0 skipped\n"
+    (store / "user" / "no-front.md").write_text("just text\n")
+    (store / "user" / "bad-type.md").write_text("---\nname: a\ndescription: b\ntype: weird\n---\n")
+    bad = run_cli("validate", "--root", str(store))
+    assert bad.returncode == 1
+    lines = bad.stdout.splitlines()
+    assert lines[0] == "2 bad: 1 valid memories, 2 skipped"
+    assert any(line.startswith("  mem/user/no-front.md: missing frontmatter") for line in lines)
+    assert any(line.startswith("  mem/user/bad-type.md: ") and "weird" in line for line in lines)
+    data = json.loads(run_cli("validate", "--root", str(store), "--json").stdout)
+    assert data["valid"] == 1 and {e["ref"] for e in data["errors"]} == {"mem/user/no-front.md", "mem/user/bad-type.md"}
+
+
+def test_stats_counts_types_scopes_sizes_ages_enrichment_and_index(run_cli: RunCli, store: Path) -> None:
+    data = json_out(run_cli("stats", "--root", str(EXAMPLES), "--root", str(store), "--json"))
+    assert data["memories"] == 28 and data["by_scope"] == {"mem": 1, "memories": 27}
+    assert sum(data["by_type"].values()) == 28 and data["by_type"]["user"] == 5
+    assert data["bytes"] == sum(p.stat().st_size for p in EXAMPLES.rglob("*.md") if p.name != "MEMORY.md") + (
+        store / "user" / "tea.md").stat().st_size
+    assert data["oldest"]["ref"] and data["newest"]["ref"] and data["enrichment"] is None
+    assert data["index"]["bytes"] > 0
+    (store / ".recall-kit").mkdir()
+    sha = hashlib.sha256((store / "user" / "tea.md").read_bytes()).hexdigest()
+    entry = {"path": "user/tea.md", "sha256": sha, "keywords": ["sencha"], "usage_scenarios": []}
+    (store / ".recall-kit" / "enrichment.jsonl").write_text(json.dumps(entry) + "\nnot json\n")
+    text = run_cli("stats", "--root", str(store))
+    assert text.returncode == 0
+    # the corrupt sidecar line is reported as skipped; the fresh entry counts
+    assert "1 memories, 1 skipped" in text.stdout and "enrichment: 1/1 memories" in text.stdout
+    assert "by type:  user 1" in text.stdout
+
+
+def test_add_on_a_terminal_takes_the_body_from_the_editor(store: Path, tmp_path: Path) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "Body from the editor.\\n" > "$1"\n')
+    editor.chmod(0o755)
+    args = ("add", "--root", str(store), "--type", "feedback", "--name", "Edited", "--description", "d")
+    written = run_in_pty(*args, cwd=store, env=clean_environ(EDITOR=str(editor)))
+    assert written.returncode == 0, written.output
+    assert parse_memory((store / "feedback" / "edited.md").read_bytes()).body == "Body from the editor.\n"
+    unchanged = run_in_pty(*args, "--force", cwd=store, env=clean_environ(EDITOR="true"))
+    assert unchanged.returncode == 2 and "not saved: the editor was closed without saving" in unchanged.output
+    assert parse_memory((store / "feedback" / "edited.md").read_bytes()).body == "Body from the editor.\n"

@@ -1,0 +1,86 @@
+"""Default roots, `recall-kit config`, unknown keys and errors that name their real source."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cli_support import EXAMPLES, RunCli, assert_one_line_error, clean_environ, json_out
+
+API_KEY = "sk-test-5be04a7c19d2e836"
+
+
+def _refs(result: object) -> set[str]:
+    return {d["ref"] for d in json_out(result)["docs"]}
+
+
+def test_roots_come_from_the_environment_variable_then_the_config_file(run_cli: RunCli, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    (other / "user").mkdir(parents=True)
+    (other / "user" / "a.md").write_text("---\nname: A\ndescription: a\ntype: user\n---\n")
+    env = clean_environ(RECALL_KIT_ROOTS=os.pathsep.join([str(EXAMPLES), str(other)]))
+    from_env = _refs(run_cli("list", "--json", env=env))
+    assert "other/user/a.md" in from_env and len(from_env) == 28
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "recall-kit.toml").write_text('roots = ["../other"]\n')
+    assert _refs(run_cli("list", "--json", cwd=project)) == {"other/user/a.md"}
+    assert len(_refs(run_cli("list", "--json", cwd=project, env=env))) == 28  # the variable wins
+    assert _refs(run_cli("list", "--json", "--root", str(EXAMPLES), cwd=project, env=env)) == from_env - {
+        "other/user/a.md"}  # and --root wins over both
+
+
+def test_no_root_anywhere_is_one_line_naming_every_way_to_give_one(run_cli: RunCli) -> None:
+    for command in ("list", "validate", "stats", "watch"):
+        assert_one_line_error(run_cli(command), "no memory root", "--root", "RECALL_KIT_ROOTS", "recall-kit.toml")
+    assert_one_line_error(run_cli("query", "deploy ledgerline"), "no memory root")
+
+
+def test_roots_of_the_wrong_shape_in_the_config_file_are_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "cwd" / "recall-kit.toml").write_text('roots = "examples"\n')
+    assert_one_line_error(run_cli("list"), "recall-kit.toml", "roots must be a non-empty list")
+
+
+def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "cwd" / "recall-kit.toml").write_text(
+        f'roots = ["{EXAMPLES}"]\n[selector]\nmodel = "from-file"\ntimeout = 12\n')
+    env = clean_environ(RECALL_KIT_BASE_URL="http://user:hunter2@127.0.0.1:9/v1", RECALL_KIT_API_KEY=API_KEY)
+    text = run_cli("config", env=env)
+    data = json_out(run_cli("config", "--json", env=env))
+    assert text.returncode == 0 and API_KEY not in text.stdout + str(data) and "hunter2" not in text.stdout + str(data)
+    assert data["base_url"]["source"] == "environment variable RECALL_KIT_BASE_URL"
+    assert data["model"] == {"value": "from-file", "source": f"{tmp_path / 'cwd' / 'recall-kit.toml'} [selector] model"}
+    assert data["timeout"]["value"] == "12" and data["api_key"]["value"] == "***"
+    assert data["roots"] == {"value": str(EXAMPLES), "source": f"{tmp_path / 'cwd' / 'recall-kit.toml'} roots"}
+    assert data["cache_dir"]["source"] == "environment variable RECALL_KIT_CACHE_DIR"
+    lines = text.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "config_file", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"]
+    assert lines[3].startswith("model        from-file  (") and "[selector] model" in lines[3]
+
+
+def test_config_with_nothing_set_says_where_a_value_would_come_from(run_cli: RunCli) -> None:
+    data = json_out(run_cli("config", "--json"))
+    assert data["config_file"]["value"] is None and data["roots"]["value"] is None
+    assert data["model"] == {"value": None, "source": "not set"} and data["timeout"]["source"] == "default"
+
+
+def test_an_unknown_key_is_warned_about_in_one_line_with_a_suggestion(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "cwd" / "recall-kit.toml").write_text('rots = []\n[selector]\nmodle = "x"\n')
+    result = run_cli("config")
+    assert result.returncode == 0
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 2
+    assert "unknown key [selector] 'modle' ignored; did you mean 'model'?" in warnings[1]
+    assert "unknown key 'rots' ignored; did you mean 'roots'?" in warnings[0]
+    assert all(line.startswith("recall-kit: warning: ") for line in warnings)
+
+
+def test_a_bad_value_names_its_real_source(run_cli: RunCli) -> None:
+    args = ("query", "x", "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    bad_env = run_cli(*args, env=clean_environ(RECALL_KIT_TIMEOUT="abc"))
+    assert_one_line_error(bad_env, "environment variable RECALL_KIT_TIMEOUT", "number of seconds")
+    assert "recall-kit.toml" not in bad_env.stderr
+    bad_arg = run_cli(*args, "--model-timeout", "-1")
+    assert_one_line_error(bad_arg, "--model-timeout", "positive")
+    assert "recall-kit.toml" not in bad_arg.stderr
