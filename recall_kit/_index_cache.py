@@ -32,11 +32,11 @@ from typing import Any
 import platformdirs
 
 from memory_store import MemoryDoc, MemoryStore, Snapshot
-from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields
+from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, build_index
 from recall_kit._index import FieldIndex
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
-FORMAT_VERSION = 1  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 2  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 _DIGEST_LEN = 64
@@ -105,14 +105,16 @@ def _index_for(snapshot: Snapshot, cached: dict[str, Any] | None, reused: set[st
     if cached is not None:
         try:
             index = FieldIndex.from_state(cached["index"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
             _log.warning("recall-kit: index cache ignored: %s", exc)
     if index is None or index.field_weights != FIELD_WEIGHTS:
-        return FastHeuristic(snapshot)._index, True
+        return build_index(snapshot.docs), True
     stale = [ref for ref in index.ids if ref not in reused or ref not in snapshot.docs]
+    fresh = [ref for ref in sorted(snapshot.docs) if ref not in index or ref not in reused]
+    if len(fresh) > max(64, len(snapshot.docs) // 4):  # mostly changed: a packed build is faster
+        return build_index(snapshot.docs), True
     for ref in stale:
         index.remove(ref)
-    fresh = [ref for ref in sorted(snapshot.docs) if ref not in index]
     for ref in fresh:
         terms, surfaces = _doc_fields(snapshot.docs[ref])
         index.add(ref, terms, surfaces)
