@@ -499,10 +499,10 @@ def _check_packed(packed: _Packed, n_keys: int, n_docs: int) -> None:
         raise ValueError("index state: posting offsets do not fit")
     if packed.values is not None and len(packed.values) != len(docs):
         raise ValueError("index state: term frequencies do not fit the postings")
-    if len(docs) and (docs.min() < 0 or docs.max() >= n_docs):
+    if len(docs) and int(docs.max()) >= n_docs:  # unsigned: never below 0
         raise ValueError("index state: a posting names no document")
     # Within a key, documents ascend (searched by bisection); they may only fall where a key starts.
-    falls = np.flatnonzero(np.diff(docs.astype(np.int64)) <= 0) + 1
+    falls = np.flatnonzero(docs[1:] <= docs[:-1]) + 1
     if len(falls) and not np.isin(falls, ptr).all():
         raise ValueError("index state: postings out of order")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
@@ -153,3 +154,26 @@ def test_scoring_visits_only_the_query_terms_postings() -> None:
         index.add(f"d{i}", [["common", f"rare{i}"]])
     _, visited = index.score([QueryTerm("rare7")])
     assert visited == 1
+
+
+def _saved_index() -> dict:
+    index = FieldIndex((2.0, 1.0))
+    for i, words in enumerate([["alpha", "beta"], ["beta", "gamma"], ["gamma", "alpha", "delta"]]):
+        index.add(f"d{i}", (words[:1], words[1:]), words)
+    return index.state()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: {**s, "term_docs": bytes([9]) + s["term_docs"][1:]},  # a document that does not exist
+        lambda s: {**s, "term_docs": s["term_docs"][::-1]},  # postings out of order
+        lambda s: {**s, "term_ptr": s["term_ptr"][:-8]},  # offsets cut short
+        lambda s: {**s, "lengths": s["lengths"][:-4]},
+        lambda s: {**s, "refs": ["d0", "d0", "d1"]},  # a ref twice
+        lambda s: {**s, "doc_type": "f8"},
+    ],
+)
+def test_a_saved_state_that_does_not_fit_together_is_refused(damage) -> None:
+    with pytest.raises((ValueError, KeyError)):
+        FieldIndex.from_state(damage(_saved_index()))
