@@ -130,7 +130,7 @@ def _index_for(snapshot: Snapshot, cached: dict[str, Any] | None, reused: set[st
     if index is None or index.field_weights != FIELD_WEIGHTS:
         return build_index(snapshot.docs), True
     stale = [ref for ref in index.ids if ref not in reused or ref not in snapshot.docs]
-    fresh = [ref for ref in sorted(snapshot.docs) if ref not in index or ref not in reused]
+    fresh = sorted(ref for ref in snapshot.docs if ref not in index.ids or ref not in reused)
     if len(fresh) > max(64, len(snapshot.docs) // 4):  # mostly changed: a packed build is faster
         return build_index(snapshot.docs), True
     for ref in stale:
@@ -221,6 +221,9 @@ def _doc_entry(doc: MemoryDoc) -> tuple[int, int, tuple[Any, ...]] | None:
     return stat.st_size, stat.st_mtime_ns, fields
 
 
+_NO_EXTRA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only, so every doc without extras shares it
+
+
 def _doc_from(fields: tuple[Any, ...], folders: dict[str, Path]) -> MemoryDoc:
     scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash = fields
     # A child of a folder's Path is parsed from the file name alone: a third of Path(abspath)'s cost.
@@ -230,6 +233,6 @@ def _doc_from(fields: tuple[Any, ...], folders: dict[str, Path]) -> MemoryDoc:
         parent = folders[folder] = Path(folder)
     return MemoryDoc(
         scope=scope, path=path, abspath=parent / file_name, name=name, description=description, type=type_,
-        keywords=tuple(keywords), extra=MappingProxyType(extra), body=body, mtime=mtime, size=size,
+        keywords=tuple(keywords), extra=MappingProxyType(extra) if extra else _NO_EXTRA, body=body, mtime=mtime, size=size,
         content_hash=content_hash,
     )
