@@ -1,10 +1,12 @@
 """Cold `recall-kit query` wall time: a generated 10,000-memory store beside examples/memories.
 
-    .venv/bin/python bench/cold_start.py [--count 10000] [--runs 9]
+    .venv/bin/python bench/cold_start.py [--count 10000] [--runs 9] [--baseline REV]
 
 Each run is a new `recall-kit query --fast-only` process (the installed console script), the two
 stores alternating, both through a warm index cache in a temp folder (one untimed run each fills
 it), and once more with --no-cache for the large store. Prints wall medians and the ratio.
+With --baseline, the same runs also go through that revision's ``recall_kit`` and ``memory_store``
+(exported from git, put first on PYTHONPATH), interleaved with this tree's, in the same run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-EXAMPLES = HERE.parent / "examples" / "memories"
+REPO = HERE.parent
+EXAMPLES = REPO / "examples" / "memories"
 RECALL_KIT = Path(sys.executable).with_name("recall-kit")
 QUERY = "how do we deploy the payment service to production"
 
@@ -38,6 +41,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--no-cache-runs", type=int, default=3)
+    parser.add_argument("--baseline", help="a git revision to measure beside this tree")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from generated_store import write_store
@@ -45,21 +49,38 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp:
         big = Path(tmp) / "store"
         write_store(big, args.count)
-        env = {**os.environ, "RECALL_KIT_CACHE_DIR": str(Path(tmp) / "cache")}
-        first = {"small": run(EXAMPLES, env), "big": run(big, env)}  # build and write the caches
-        times: dict[str, list[float]] = {"small": [], "big": []}
+        sides = {"this tree": {**os.environ, "RECALL_KIT_CACHE_DIR": str(Path(tmp) / "cache")}}
+        if args.baseline:
+            tree = Path(tmp) / "baseline"
+            tree.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", args.baseline, "recall_kit", "memory_store"],
+                check=True, capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            sides[f"baseline {args.baseline}"] = {
+                **os.environ, "RECALL_KIT_CACHE_DIR": str(Path(tmp) / "cache-baseline"), "PYTHONPATH": str(tree)
+            }
+        stores = {"small": EXAMPLES, "big": big}
+        first = {(side, name): run(root, env) for side, env in sides.items() for name, root in stores.items()}
+        times: dict[tuple[str, str], list[float]] = {key: [] for key in first}
         for i in range(args.runs):
-            for name in (("small", "big") if i % 2 == 0 else ("big", "small")):
-                times[name].append(run(EXAMPLES if name == "small" else big, env))
-        no_cache = [run(big, env, "--no-cache") for _ in range(args.no_cache_runs)]
-    small, large = statistics.median(times["small"]), statistics.median(times["big"])
-    print(f"cold `recall-kit query --fast-only`, {args.runs} alternating runs each, wall seconds")
-    print("| store | first run (cache written) | median, cache warm | min | max |")
-    print("|---|---|---|---|---|")
-    print(f"| examples/memories (27) | {first['small']:.3f} | {small:.3f} | {min(times['small']):.3f} | {max(times['small']):.3f} |")
-    print(f"| generated ({args.count}) | {first['big']:.3f} | {large:.3f} | {min(times['big']):.3f} | {max(times['big']):.3f} |")
-    print(f"| generated ({args.count}), --no-cache | - | {statistics.median(no_cache):.3f} | {min(no_cache):.3f} | {max(no_cache):.3f} |")
-    print(f"ratio large / small (medians): {large / small:.2f}x (target <= 1.5x)")
+            keys = list(times) if i % 2 == 0 else list(reversed(times))
+            for side, name in keys:
+                times[side, name].append(run(stores[name], sides[side]))
+        no_cache = {side: [run(big, env, "--no-cache") for _ in range(args.no_cache_runs)] for side, env in sides.items()}
+    print(f"cold `recall-kit query --fast-only`, {args.runs} interleaved runs each, wall seconds")
+    print("| side | store | first run (cache written) | median, cache warm | min | max |")
+    print("|---|---|---|---|---|---|")
+    for side in sides:
+        for name, label in (("small", "examples/memories (27)"), ("big", f"generated ({args.count})")):
+            values = times[side, name]
+            print(f"| {side} | {label} | {first[side, name]:.3f} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+        values = no_cache[side]
+        print(f"| {side} | generated ({args.count}), --no-cache | - | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+    for side in sides:
+        small, large = statistics.median(times[side, "small"]), statistics.median(times[side, "big"])
+        print(f"{side}: ratio large / small (medians): {large / small:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from rapidfuzz.distance import OSA
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._kinds import Strategy
 from recall_kit._text import clip_prompt
+from recall_kit._corpus import analyse_corpus
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import Token, analyze, analyze_terms, is_cjk_term, stem
 
@@ -221,12 +222,8 @@ class FastHeuristic:
                     self._docs = snapshot.docs
                     self._version = snapshot.version
                 return
-            index = FieldIndex(FIELD_WEIGHTS)
-            all_pairs: dict[str, array[int]] = {}
-            for ref in sorted(snapshot.docs):
-                terms, surfaces = _doc_fields(snapshot.docs[ref])
-                index.add(ref, terms, surfaces)
-                all_pairs[ref] = _body_pairs(terms[BODY_FIELD])
+            index = build_index(snapshot.docs)
+            all_pairs: dict[str, array[int]] = {}  # body pairs are worked out on first use
             with self._lock:
                 self._index, self._docs, self._version = index, snapshot.docs, snapshot.version
                 self._pairs = all_pairs
@@ -416,13 +413,14 @@ def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
         return ()
     max_edits = TYPO_MAX_EDITS_LONG if len(surface) >= TYPO_LONG_WORD else TYPO_MAX_EDITS
     # Typos rarely hit the first letter; bucketing by it keeps this cheap at 50,000 documents.
-    candidates: list[str] = []
-    for length in range(len(surface) - max_edits, len(surface) + max_edits + 1):
-        candidates.extend(index.surface_buckets.get((surface[0], length), ()))
+    lengths = range(len(surface) - max_edits, len(surface) + max_edits + 1)
+    candidates = index.surface_candidates(surface[0], lengths)
     found = process.extract(
         surface, candidates, scorer=OSA.distance, score_cutoff=max_edits, limit=None
     )
-    found.sort(key=lambda item: (item[1], -index.surfaces[item[0]], item[0]))
+    held = {word: index.surface_doc_count(word) for word, _, _ in found}
+    found = [item for item in found if held[item[0]]]  # a word whose documents are all gone
+    found.sort(key=lambda item: (item[1], -held[item[0]], item[0]))
     expansions: dict[str, float] = {}
     for word, distance, _ in found:
         term = stem(word)
@@ -441,16 +439,27 @@ def _dedupe(terms: Iterable[QueryTerm]) -> list[QueryTerm]:
     return [QueryTerm(term, weight) for term, weight in best.items()]
 
 
-def _doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
+def build_index(docs: Mapping[str, MemoryDoc]) -> FieldIndex:
+    """A FieldIndex of ``docs``, analysed and packed in one pass."""
+    refs = sorted(docs)
+    texts = [_doc_texts(docs[ref]) for ref in refs]
+    return FieldIndex.from_corpus(FIELD_WEIGHTS, analyse_corpus(refs, texts, len(FIELDS)))
+
+
+def _doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
+    """The document's text per field, in FIELDS order."""
     enrichment = doc.enrichment
     enriched = (enrichment.keywords, enrichment.usage_scenarios) if enrichment is not None else ((), ())
-    texts = (
+    return (
         doc.name, doc.description, "\n".join(doc.keywords), "\n".join(doc.usage_scenarios),
         "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body,
     )
+
+
+def _doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
     fields: list[list[str]] = []
     surfaces: list[str] = []
-    for text in texts:
+    for text in _doc_texts(doc):
         terms, words = analyze_terms(text)
         fields.append(terms)
         surfaces += words

@@ -6,10 +6,13 @@ Per term and document (Robertson's BM25F, with rank-bm25's BM25Okapi as the one-
     score(d)  = sum over query terms t of  idf(t) * tf~ * (k1 + 1) / (k1 + tf~)
     idf(t)    = log(1 + (N - n_t + 0.5) / (n_t + 0.5))      (never <= 0, unlike BM25Okapi's)
 
-Documents are added and removed one at a time; N, df and the average lengths are running
-totals, so an updated index scores exactly like one rebuilt from scratch. Scoring touches
-only the postings of the query's terms, vectorised per term with numpy (rank-bm25's own
-dependency). The index is not thread-safe: its owner serialises access (see FastHeuristic).
+Terms and surface words are integer ids. Postings live in two parts: a packed base (numpy arrays
+sorted by term, then document: built in bulk, saved and loaded as bytes) and a small delta of
+documents added one at a time since. A removed base document is only marked dead. When the delta
+or the dead grow past a share of the base, both are folded into a new base (``compact``), so an
+updated index scores exactly like one rebuilt from scratch. Scoring touches only the postings of
+the query's terms, vectorised per term. The index is not thread-safe: its owner serialises access
+(see FastHeuristic).
 """
 
 from __future__ import annotations
@@ -17,19 +20,23 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from itertools import chain, filterfalse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
+
+from recall_kit._corpus import Corpus
 
 K1 = 1.2  # Lucene's default (rank-bm25 uses 1.5; the pin test passes k1 through)
 B = 0.75  # the usual default, in rank-bm25 and Lucene alike
 
 Posting = tuple[int, ...]  # term frequency in each field
-VECTORISE_MIN_POSTINGS = 200  # loop vs numpy: 0.16 vs 0.15 ms at 100-300 postings, 0.44 vs 0.19 at 600-1000
-PATCH_MIN_POSTINGS = 512  # below this, rebuilding a term's arrays on demand is cheaper than patching
+# The delta is folded into the base past this many postings or 1/8 of the base's, whichever is more:
+# a query converts the delta's postings of its terms in Python, a fold costs about 0.1 s per 1M postings.
+COMPACT_MIN_POSTINGS = 20_000
+COMPACT_SHARE = 8
 
 
 def bm25_idf(n_docs: int, doc_freq: int) -> float:
@@ -53,6 +60,32 @@ class Hit:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    """Sorted (key, document) pairs grouped by key: key k's documents are docs[ptr[k]:ptr[k + 1]]."""
+
+    ptr: np.ndarray  # int64, one more than the keys
+    docs: np.ndarray  # int32, ascending within a key
+    values: np.ndarray | None  # per pair (term frequencies per field), or None
+
+    @staticmethod
+    def build(
+        n_keys: int, keys: np.ndarray, docs: np.ndarray, values: np.ndarray | None = None, *, presorted: bool = False
+    ) -> _Packed:
+        """Pack distinct (key, document) pairs, sorting them by key, then document, unless ``presorted``."""
+        ptr = np.zeros(n_keys + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys, minlength=n_keys), out=ptr[1:])
+        if not presorted:
+            order = np.lexsort((docs, keys))
+            docs, values = docs[order], None if values is None else values[order]
+        return _Packed(ptr, docs.astype(np.int32), values)
+
+    def span(self, key: int) -> tuple[int, int]:
+        if key >= len(self.ptr) - 1:
+            return 0, 0
+        return int(self.ptr[key]), int(self.ptr[key + 1])
+
+
 class FieldIndex:
     """Postings per term, lengths per document and field, and the running totals BM25 needs."""
 
@@ -62,27 +95,32 @@ class FieldIndex:
         *,
         k1: float = K1,
         b: float = B,
-        patch_min_postings: int = PATCH_MIN_POSTINGS,
-        vectorise_min_postings: int = VECTORISE_MIN_POSTINGS,
+        compact_min_postings: int = COMPACT_MIN_POSTINGS,
     ) -> None:
+        n_fields = len(field_weights)
         self.field_weights = tuple(field_weights)
-        self.patch_min_postings = patch_min_postings
-        self.vectorise_min_postings = vectorise_min_postings
         self.k1 = k1
         self.b = b
-        self.postings: dict[str, dict[int, Posting]] = {}
-        self.refs: list[str | None] = []  # doc id -> ref; None marks a free slot
-        self.doc_terms: list[tuple[str, ...]] = []  # doc id -> its distinct terms, for removal
+        self.compact_min_postings = compact_min_postings
+        self.terms: list[str] = []  # term id -> term
+        self.term_ids: dict[str, int] = {}
+        self.surface_words: list[str] = []  # surface id -> folded word as typed in some document
+        self.surface_ids: dict[str, int] = {}
+        self.refs: list[str | None] = []  # doc id -> ref; None once removed
         self.ids: dict[str, int] = {}  # ref -> doc id
-        self.total_lengths = [0] * len(self.field_weights)
-        self.surfaces: Counter[str] = Counter()  # folded surface word -> documents holding it
-        self.surface_buckets: dict[tuple[str, int], dict[str, None]] = {}  # (first char, length)
-        self._lengths = np.zeros((16, len(self.field_weights)))  # doc id -> field lengths
-        self._length_rows: list[tuple[int, ...]] = []  # the same, as tuples for the plain loop
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (ids, tf), lazily
-        self._doc_surfaces: list[tuple[str, ...]] = []
-        self._free: list[int] = []
-        self._last_only = _LastFieldPostings(len(self.field_weights))
+        self.total_lengths = [0] * n_fields
+        self._weights = np.array(self.field_weights, dtype=np.float64)
+        self._lengths = np.zeros((16, n_fields))  # doc id -> field lengths
+        self._alive = np.zeros(16, dtype=bool)
+        self._base = _Packed(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros((0, n_fields), np.int32))
+        self._base_surfaces = _Packed(np.zeros(1, np.int64), np.zeros(0, np.int32), None)
+        self._base_size = 0  # doc ids below this were packed into the base
+        self._base_dead = 0  # base documents removed since
+        self._delta: dict[int, dict[int, Posting]] = {}  # term id -> doc id -> posting
+        self._delta_surfaces: dict[int, dict[int, None]] = {}  # surface id -> doc ids
+        self._delta_docs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # doc id -> term, surface ids
+        self._delta_postings = 0
+        self._buckets: dict[tuple[str, int], list[str]] | None = None  # (first char, length) -> words
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -90,233 +128,386 @@ class FieldIndex:
     def __contains__(self, ref: object) -> bool:
         return ref in self.ids
 
+    # --- building -------------------------------------------------------------
+
+    @classmethod
+    def from_corpus(cls, field_weights: Sequence[float], corpus: Corpus, **options: Any) -> FieldIndex:
+        """An index of every document in ``corpus``, packed in one pass (refs must be distinct)."""
+        index = cls(field_weights, **options)
+        n_docs, n_fields = len(corpus.refs), len(index.field_weights)
+        if len(corpus.field_tokens) != n_fields:
+            raise ValueError(f"corpus has {len(corpus.field_tokens)} fields, the index {n_fields}")
+        if not n_docs:
+            return index
+        lengths = np.zeros((n_docs, n_fields), dtype=np.int64)
+        keys = []
+        for field, (docs, term_ids) in enumerate(corpus.field_tokens):
+            lengths[:, field] = np.bincount(docs, minlength=n_docs)
+            keys.append((term_ids * n_docs + docs) * n_fields + field)
+        # One sort of (term, doc, field) keys counts every posting: runs of equal keys are frequencies.
+        keyed, counts = _runs(np.concatenate(keys), len(corpus.terms) * n_docs * n_fields)
+        pairs, fields = keyed // n_fields, keyed % n_fields
+        first = np.empty(len(pairs), dtype=bool)
+        first[:1], first[1:] = True, pairs[1:] != pairs[:-1]
+        tfs = np.zeros((int(first.sum()), n_fields), dtype=np.int32)
+        tfs[np.cumsum(first) - 1, fields] = counts
+        pairs = pairs[first]
+        surface_docs, surface_ids = corpus.surface_pairs
+        surface_pairs, _ = _runs(surface_ids * n_docs + surface_docs, len(corpus.surfaces) * n_docs)
+        index._set_base(
+            refs=list(corpus.refs),
+            terms=corpus.terms,
+            surfaces=corpus.surfaces,
+            lengths=lengths,
+            postings=_Packed.build(len(corpus.terms), pairs // n_docs, pairs % n_docs, tfs, presorted=True),
+            surface_docs=_Packed.build(len(corpus.surfaces), surface_pairs // n_docs, surface_pairs % n_docs, presorted=True),
+        )
+        return index
+
+    def _set_base(
+        self, *, refs: list[str], terms: list[str], surfaces: list[str], lengths: np.ndarray,
+        postings: _Packed, surface_docs: _Packed,
+    ) -> None:
+        n_docs = len(refs)
+        self.refs = list(refs)
+        self.ids = dict(zip(refs, range(n_docs)))
+        if len(self.ids) != n_docs:
+            raise ValueError("index: a ref occurs twice")
+        self.terms, self.term_ids = terms, dict(zip(terms, range(len(terms))))
+        self.surface_words, self.surface_ids = surfaces, dict(zip(surfaces, range(len(surfaces))))
+        capacity = max(16, n_docs)
+        self._lengths = np.zeros((capacity, len(self.field_weights)))
+        self._lengths[:n_docs] = lengths
+        self.total_lengths = [int(total) for total in lengths.sum(axis=0)] if n_docs else [0] * len(self.field_weights)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._alive[:n_docs] = True
+        self._base, self._base_surfaces = postings, surface_docs
+        self._base_size, self._base_dead = n_docs, 0
+        self._delta, self._delta_surfaces, self._delta_docs, self._delta_postings = {}, {}, {}, 0
+        self._buckets = None
+
     def add(self, ref: str, fields: Sequence[Sequence[str]], surfaces: Iterable[str] = ()) -> None:
         """Index one document given the terms of each field; replaces an existing ``ref``."""
         if ref in self.ids:
             self.remove(ref)
-        counts = self._postings_of(fields)
-        doc_id = self._free.pop() if self._free else self._grow()
+        counts = _postings_of(fields)
+        doc_id = self._grow()
         self.refs[doc_id] = ref
         self.ids[ref] = doc_id
         lengths = tuple(map(len, fields))
         self._lengths[doc_id] = lengths
+        self._alive[doc_id] = True
         for field, length in enumerate(lengths):
             self.total_lengths[field] += length
-        self._length_rows[doc_id] = lengths
-        self.doc_terms[doc_id] = tuple(counts)
-        postings = self.postings
-        for term, posting in counts.items():
-            try:
-                postings[term][doc_id] = posting
-            except KeyError:  # a term no document held yet
-                postings[term] = {doc_id: posting}
-        if self._arrays:  # only terms some query has already turned into arrays
-            for term in self._arrays.keys() & counts.keys():
-                self._patch_arrays(term, doc_id, counts[term])
-        distinct_surfaces = tuple(dict.fromkeys(surfaces))
-        self._doc_surfaces[doc_id] = distinct_surfaces
-        new_surfaces = list(filterfalse(self.surfaces.__contains__, distinct_surfaces))
-        self.surfaces.update(distinct_surfaces)
-        for surface in new_surfaces:
-            self.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
-
-    def _postings_of(self, fields: Sequence[Sequence[str]]) -> dict[str, Posting]:
-        # Most terms occur only in the last field (the body): their postings come from one Counter
-        # and a shared tuple per count, in C; only the few terms of the other fields are merged here.
-        *head, last = fields
-        counts: dict[str, Posting] = dict(
-            zip(last_counts := Counter(last), map(self._last_only.__getitem__, last_counts.values()))
-        )
-        if any(head):
-            head_counts = [Counter(terms) for terms in head]
-            for term in dict.fromkeys(chain.from_iterable(head)):
-                counts[term] = (*(c[term] for c in head_counts), last_counts[term])
-        return counts
-
-    def state(self) -> dict[str, Any]:
-        """The index as plain dicts, lists, tuples, numbers and strings (for a persistent cache)."""
-        return {
-            "field_weights": self.field_weights,
-            "k1": self.k1,
-            "b": self.b,
-            "postings": self.postings,
-            "refs": self.refs,
-            "doc_terms": self.doc_terms,
-            "total_lengths": self.total_lengths,
-            "surfaces": dict(self.surfaces),
-            "length_rows": self._length_rows,
-            "doc_surfaces": self._doc_surfaces,
-            "free": self._free,
-        }
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> FieldIndex:
-        """The index ``state()`` described; raises ValueError when its parts do not fit together."""
-        index = cls(state["field_weights"], k1=state["k1"], b=state["b"])
-        index.postings = state["postings"]
-        index.refs = list(state["refs"])
-        index.doc_terms = list(state["doc_terms"])
-        index.total_lengths = list(state["total_lengths"])
-        index.surfaces = Counter(state["surfaces"])
-        index._length_rows = list(state["length_rows"])
-        index._doc_surfaces = list(state["doc_surfaces"])
-        index._free = list(state["free"])
-        n_docs, n_fields = len(index.refs), len(index.field_weights)
-        if not (len(index.doc_terms) == len(index._length_rows) == len(index._doc_surfaces) == n_docs):
-            raise ValueError("index state: per-document lists differ in length")
-        index.ids = {ref: doc_id for doc_id, ref in enumerate(index.refs) if ref is not None}
-        lengths = np.zeros((max(16, n_docs), n_fields))
-        for doc_id, row in enumerate(index._length_rows):
-            if row:
-                lengths[doc_id] = row
-        index._lengths = lengths
-        if [int(total) for total in lengths.sum(axis=0)] != index.total_lengths:
-            raise ValueError("index state: field lengths do not add up")
-        for surface in index.surfaces:
-            index.surface_buckets.setdefault(_bucket(surface), {})[surface] = None
-        return index
+        term_ids = tuple(map(self._term_id, counts))
+        for term_id, posting in zip(term_ids, counts.values()):
+            self._delta.setdefault(term_id, {})[doc_id] = posting
+        surface_ids = tuple(map(self._surface_id, dict.fromkeys(surfaces)))
+        for surface_id in surface_ids:
+            self._delta_surfaces.setdefault(surface_id, {})[doc_id] = None
+        self._delta_docs[doc_id] = (term_ids, surface_ids)
+        self._delta_postings += len(term_ids)
+        self._compact_if_due()
 
     def remove(self, ref: str) -> bool:
         """Drop one document; False when it was not indexed."""
         doc_id = self.ids.pop(ref, None)
         if doc_id is None:
             return False
-        for term in self.doc_terms[doc_id]:
-            docs = self.postings[term]
-            del docs[doc_id]
-            self._patch_arrays(term, doc_id, None)
-            if not docs:
-                del self.postings[term]
-        for surface in self._doc_surfaces[doc_id]:
-            left = self.surfaces[surface] - 1
-            if left:
-                self.surfaces[surface] = left
-            else:
-                del self.surfaces[surface]
-                del self.surface_buckets[_bucket(surface)][surface]
+        delta = self._delta_docs.pop(doc_id, None)
+        if delta is None:
+            self._base_dead += 1
+        else:
+            term_ids, surface_ids = delta
+            for term_id in term_ids:
+                _discard(self._delta, term_id, doc_id)
+            for surface_id in surface_ids:
+                _discard(self._delta_surfaces, surface_id, doc_id)
+            self._delta_postings -= len(term_ids)
         for field in range(len(self.field_weights)):
             self.total_lengths[field] -= int(self._lengths[doc_id, field])
         self._lengths[doc_id] = 0.0
-        self._length_rows[doc_id] = ()
+        self._alive[doc_id] = False
         self.refs[doc_id] = None
-        self.doc_terms[doc_id] = ()
-        self._doc_surfaces[doc_id] = ()
-        self._free.append(doc_id)
+        self._compact_if_due()
         return True
 
+    def compact(self) -> None:
+        """Fold the delta and the dead into a new packed base; ids are renumbered, scores unchanged."""
+        n_fields = len(self.field_weights)
+        alive = self._alive[: len(self.refs)]
+        new_ids = np.cumsum(alive) - 1
+        base_terms = np.repeat(np.arange(len(self._base.ptr) - 1), np.diff(self._base.ptr))
+        keep = alive[self._base.docs]
+        delta = [(term_id, doc_id, posting) for term_id, docs in self._delta.items() for doc_id, posting in docs.items()]
+        term_keys = np.concatenate((base_terms[keep], np.fromiter((t for t, _, _ in delta), np.int64, len(delta))))
+        docs = np.concatenate((self._base.docs[keep], np.fromiter((d for _, d, _ in delta), np.int64, len(delta))))
+        assert self._base.values is not None
+        tfs = np.concatenate(
+            (self._base.values[keep], np.array([p for _, _, p in delta], dtype=np.int32).reshape(-1, n_fields))
+        )
+        base_surfaces = np.repeat(np.arange(len(self._base_surfaces.ptr) - 1), np.diff(self._base_surfaces.ptr))
+        keep_surfaces = alive[self._base_surfaces.docs]
+        delta_surfaces = [(s, d) for s, docs in self._delta_surfaces.items() for d in docs]
+        surface_keys = np.concatenate(
+            (base_surfaces[keep_surfaces], np.fromiter((s for s, _ in delta_surfaces), np.int64, len(delta_surfaces)))
+        )
+        surface_docs = np.concatenate(
+            (self._base_surfaces.docs[keep_surfaces], np.fromiter((d for _, d in delta_surfaces), np.int64, len(delta_surfaces)))
+        )
+        # Terms and surfaces no document holds any more are dropped, and the rest renumbered.
+        terms, term_map = _renumber(self.terms, term_keys)
+        surfaces, surface_map = _renumber(self.surface_words, surface_keys)
+        self._set_base(
+            refs=[ref for ref in self.refs if ref is not None],
+            terms=terms,
+            surfaces=surfaces,
+            lengths=self._lengths[: len(self.refs)][alive],
+            postings=_Packed.build(len(terms), term_map[term_keys], new_ids[docs], tfs),
+            surface_docs=_Packed.build(len(surfaces), surface_map[surface_keys], new_ids[surface_docs]),
+        )
+
+    def _compact_if_due(self) -> None:
+        due = max(self.compact_min_postings, len(self._base.docs) // COMPACT_SHARE)
+        holes = len(self.refs) - len(self.ids)  # removed documents, in the base or the delta
+        if self._delta_postings > due or holes * COMPACT_SHARE > max(len(self.ids), 64):
+            self.compact()
+
+    def _term_id(self, term: str) -> int:
+        term_id = self.term_ids.get(term)
+        if term_id is None:
+            term_id = self.term_ids[term] = len(self.terms)
+            self.terms.append(term)
+        return term_id
+
+    def _surface_id(self, word: str) -> int:
+        surface_id = self.surface_ids.get(word)
+        if surface_id is None:
+            surface_id = self.surface_ids[word] = len(self.surface_words)
+            self.surface_words.append(word)
+            if self._buckets is not None:
+                self._buckets.setdefault(_bucket(word), []).append(word)
+        return surface_id
+
+    def _grow(self) -> int:
+        doc_id = len(self.refs)
+        if doc_id >= len(self._lengths):
+            self._lengths = np.concatenate((self._lengths, np.zeros_like(self._lengths)))
+            self._alive = np.concatenate((self._alive, np.zeros_like(self._alive)))
+        self.refs.append(None)
+        return doc_id
+
+    # --- the persistent form ----------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The index as plain strings, numbers and bytes (for a persistent cache); compacts it first."""
+        if self._delta_docs or self._base_dead or len(self.refs) != self._base_size:
+            self.compact()
+        assert self._base.values is not None
+        return {
+            "field_weights": self.field_weights,
+            "k1": self.k1,
+            "b": self.b,
+            "refs": self.refs,
+            "terms": self.terms,
+            "surfaces": self.surface_words,
+            "lengths": self._lengths[: len(self.refs)].astype(np.int32).tobytes(),
+            "doc_type": (doc_type := _smallest_uint(np.array([len(self.refs)]))),
+            "term_ptr": self._base.ptr.tobytes(),
+            "term_docs": self._base.docs.astype(doc_type).tobytes(),
+            "term_tfs_type": (tfs_type := _smallest_uint(self._base.values)),
+            "term_tfs": self._base.values.astype(tfs_type).tobytes(),
+            "surface_ptr": self._base_surfaces.ptr.tobytes(),
+            "surface_docs": self._base_surfaces.docs.astype(doc_type).tobytes(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> FieldIndex:
+        """The index ``state()`` described; raises ValueError when its parts do not fit together."""
+        index = cls(state["field_weights"], k1=state["k1"], b=state["b"])
+        refs, terms, surfaces = state["refs"], state["terms"], state["surfaces"]
+        if not all(isinstance(part, list) and set(map(type, part)) <= {str} for part in (refs, terms, surfaces)):
+            raise ValueError("index state: refs, terms and surfaces must be lists of strings")
+        n_docs, n_fields = len(refs), len(index.field_weights)
+        lengths = np.frombuffer(state["lengths"], dtype=np.int32)
+        if len(lengths) != n_docs * n_fields:
+            raise ValueError("index state: field lengths do not fit the documents")
+        doc_type = _UINT_TYPES[state["doc_type"]]
+        postings = _Packed(
+            np.frombuffer(state["term_ptr"], dtype=np.int64),
+            np.frombuffer(state["term_docs"], dtype=doc_type),
+            np.frombuffer(state["term_tfs"], dtype=_UINT_TYPES[state["term_tfs_type"]]).reshape(-1, n_fields),
+        )
+        surface_docs = _Packed(
+            np.frombuffer(state["surface_ptr"], dtype=np.int64), np.frombuffer(state["surface_docs"], dtype=doc_type), None
+        )
+        _check_packed(postings, len(terms), n_docs)
+        _check_packed(surface_docs, len(surfaces), n_docs)
+        index._set_base(
+            refs=refs, terms=terms, surfaces=surfaces, lengths=lengths.reshape(n_docs, n_fields),
+            postings=postings, surface_docs=surface_docs,
+        )
+        return index
+
+    # --- reading ----------------------------------------------------------------
+
     def doc_freq(self, term: str) -> int:
-        return len(self.postings.get(term, ()))
+        term_id = self.term_ids.get(term)
+        if term_id is None:
+            return 0
+        return self._base_count(self._base, term_id) + len(self._delta.get(term_id, ()))
 
     def idf(self, term: str) -> float:
         return bm25_idf(len(self.ids), self.doc_freq(term))
 
+    def doc_freqs(self) -> dict[str, int]:
+        """Every term some document holds, with its document frequency."""
+        return {term: df for term in self.terms if (df := self.doc_freq(term))}
+
     def posting(self, term: str, ref: str) -> Posting | None:
         """Per-field frequencies of ``term`` in ``ref``, or None when it does not occur there."""
-        doc_id = self.ids.get(ref)
-        return None if doc_id is None else self.postings.get(term, {}).get(doc_id)
+        doc_id, term_id = self.ids.get(ref), self.term_ids.get(term)
+        if doc_id is None or term_id is None:
+            return None
+        if doc_id >= self._base_size:
+            return self._delta.get(term_id, {}).get(doc_id)
+        start, end = self._base.span(term_id)
+        docs = self._base.docs[start:end]
+        at = int(np.searchsorted(docs, doc_id))
+        if at == len(docs) or docs[at] != doc_id:
+            return None
+        assert self._base.values is not None
+        return tuple(self._base.values[start + at].tolist())
+
+    def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
+        """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
+        if self._buckets is None:
+            self._buckets = {}
+            for word in self.surface_words:
+                self._buckets.setdefault(_bucket(word), []).append(word)
+        return list(chain.from_iterable(self._buckets.get((first, length), ()) for length in lengths))
+
+    def surface_doc_count(self, word: str) -> int:
+        """How many documents hold ``word`` as a surface word."""
+        surface_id = self.surface_ids.get(word)
+        if surface_id is None:
+            return 0
+        return self._base_count(self._base_surfaces, surface_id) + len(self._delta_surfaces.get(surface_id, ()))
+
+    def _base_count(self, packed: _Packed, key: int) -> int:
+        start, end = packed.span(key)
+        if not self._base_dead or start == end:
+            return end - start
+        return int(np.count_nonzero(self._alive[packed.docs[start:end]]))
+
+    # --- scoring ----------------------------------------------------------------
 
     def score(self, query: Sequence[QueryTerm], *, limit: int = 50) -> tuple[list[Hit], int]:
         """The best ``limit`` documents for ``query`` (score desc, then ref), and how many were scored."""
         n = len(self.ids)
-        terms = [(q, self.postings[q.term]) for q in query if q.term in self.postings]
-        postings = sum(len(docs) for _, docs in terms)
-        if not n or not postings:
+        if not n:
             return [], 0
-        b_over_avg = [self.b / (total / n) if total else 0.0 for total in self.total_lengths]
-        if postings < self.vectorise_min_postings:
-            scored = self._score_loop(terms, b_over_avg)
-            return self._best(scored, limit), len(scored)
-        scores = self._score_vectorised(terms, b_over_avg)
+        b_over_avg = np.array([self.b / (total / n) if total else 0.0 for total in self.total_lengths])
+        scores: np.ndarray | None = None
+        for qterm in query:
+            term_id = self.term_ids.get(qterm.term)
+            if term_id is None:
+                continue
+            ids, tfs = self._term_postings(term_id)
+            if not len(ids):
+                continue
+            if scores is None:
+                scores = np.zeros(len(self.refs))
+            scores[ids] += self._term_scores(qterm.weight, ids, tfs, b_over_avg, n)
+        if scores is None:
+            return [], 0
         touched = np.flatnonzero(scores)
         scanned = len(touched)
         if scanned > limit:
             # Keep every document tied with the limit-th score, so the ref tie-break decides.
             cutoff = np.partition(scores[touched], scanned - limit)[scanned - limit]
             touched = touched[scores[touched] >= cutoff]
-        return self._best({int(i): float(scores[i]) for i in touched}, limit), scanned
-
-    def _score_loop(self, terms: list[tuple[QueryTerm, dict[int, Posting]]], b_over_avg: list[float]) -> dict[int, float]:
-        # The same arithmetic, in the same order, as _score_vectorised: both give identical floats.
-        n, k1, one_minus_b, weights = len(self.ids), self.k1, 1.0 - self.b, self.field_weights
-        rows = self._length_rows
-        scores: dict[int, float] = {}
-        for qterm, docs in terms:
-            factor = bm25_idf(n, len(docs)) * qterm.weight * (k1 + 1.0)
-            for doc_id, posting in docs.items():
-                lengths = rows[doc_id]
-                tf = 0.0
-                for field, count in enumerate(posting):
-                    if count:
-                        tf += weights[field] * count / (one_minus_b + b_over_avg[field] * lengths[field])
-                scores[doc_id] = scores.get(doc_id, 0.0) + factor * tf / (k1 + tf)
-        return scores
-
-    def _score_vectorised(self, terms: list[tuple[QueryTerm, dict[int, Posting]]], b_over_avg: list[float]) -> np.ndarray:
-        n, k1, one_minus_b = len(self.ids), self.k1, 1.0 - self.b
-        scores = np.zeros(len(self.refs))
-        for qterm, docs in terms:
-            ids, tfs = self._term_arrays(qterm.term, docs)
-            lengths = self._lengths[ids]
-            tf = np.zeros(len(ids))
-            for field, weight in enumerate(self.field_weights):
-                tf += weight * tfs[:, field] / (one_minus_b + b_over_avg[field] * lengths[:, field])
-            factor = bm25_idf(n, len(docs)) * qterm.weight * (k1 + 1.0)
-            scores[ids] += factor * tf / (k1 + tf)
-        return scores
-
-    def _best(self, scores: dict[int, float], limit: int) -> list[Hit]:
         refs = self.refs
-        best = heapq.nsmallest(limit, ((-score, refs[i]) for i, score in scores.items()))
-        return [Hit(ref, -negative) for negative, ref in best]  # type: ignore[arg-type]
+        best = heapq.nsmallest(limit, zip((-scores[touched]).tolist(), [refs[i] for i in touched.tolist()]))
+        return [Hit(ref, -negative) for negative, ref in best], scanned  # type: ignore[arg-type]
 
-    def _patch_arrays(self, term: str, doc_id: int, posting: Posting | None) -> None:
-        # Long posting lists are patched in place (a C-speed copy) so that the first query after
-        # an update does not rebuild them in Python; short ones are simply rebuilt when next used.
-        arrays = self._arrays.get(term)
-        if arrays is None:
-            return
-        ids, tfs = arrays
-        if len(ids) < self.patch_min_postings:
-            del self._arrays[term]
-        elif posting is None:
-            keep = ids != doc_id
-            self._arrays[term] = (ids[keep], tfs[keep])
-        else:
-            row = np.array([posting], dtype=np.float64)
-            self._arrays[term] = (np.append(ids, doc_id), np.concatenate((tfs, row)))
+    def _term_scores(self, weight: float, ids: np.ndarray, tfs: np.ndarray, b_over_avg: np.ndarray, n: int) -> np.ndarray:
+        # Field by field in order, as the formula reads: a field a term is absent from adds exactly 0.0.
+        k1 = self.k1
+        parts = self._weights * tfs / ((1.0 - self.b) + b_over_avg * self._lengths[ids])
+        tf = parts[:, 0].copy()
+        for field in range(1, parts.shape[1]):
+            tf += parts[:, field]
+        factor = bm25_idf(n, len(ids)) * weight * (k1 + 1.0)
+        scores: np.ndarray = factor * tf / (k1 + tf)
+        return scores
 
-    def _term_arrays(self, term: str, docs: dict[int, Posting]) -> tuple[np.ndarray, np.ndarray]:
-        arrays = self._arrays.get(term)
-        if arrays is None:
-            ids = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
-            tfs = np.array(list(docs.values()), dtype=np.float64).reshape(len(docs), -1)
-            arrays = self._arrays[term] = (ids, tfs)
-        return arrays
+    def _term_postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = self._base.span(term_id)
+        ids, tfs = self._base.docs[start:end], self._base.values[start:end]  # type: ignore[index]
+        if self._base_dead and start != end:
+            live = self._alive[ids]
+            ids, tfs = ids[live], tfs[live]
+        delta = self._delta.get(term_id)
+        if delta:
+            ids = np.concatenate((ids, np.fromiter(delta.keys(), np.int64, len(delta))))
+            tfs = np.concatenate((tfs, np.array(list(delta.values()), dtype=np.int32).reshape(len(delta), -1)))
+        return ids, tfs
 
-    def _grow(self) -> int:
-        doc_id = len(self.refs)
-        if doc_id >= len(self._lengths):
-            grown = np.zeros((2 * len(self._lengths), len(self.field_weights)))
-            grown[: len(self._lengths)] = self._lengths
-            self._lengths = grown
-        self.refs.append(None)
-        self._length_rows.append(())
-        self.doc_terms.append(())
-        self._doc_surfaces.append(())
-        return doc_id
+
+def _postings_of(fields: Sequence[Sequence[str]]) -> dict[str, Posting]:
+    # A term's posting lists its count in every field; fields are few, terms per document many.
+    per_field = [Counter(terms) for terms in fields]
+    return {term: tuple(c[term] for c in per_field) for term in dict.fromkeys(chain.from_iterable(fields))}
+
+
+def _runs(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys in ascending order (as int64) and how often each occurs."""
+    if key_space <= 2**32:
+        keys = keys.astype(np.uint32)  # sorts in about 60% of the time int64 keys take
+    keys = np.sort(keys)
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))[: len(keys)]
+    return keys[starts].astype(np.int64), np.diff(np.append(starts, len(keys)))
+
+
+_UINT_TYPES = {"u1": np.uint8, "u2": np.uint16, "u4": np.uint32}
+
+
+def _smallest_uint(values: np.ndarray) -> str:
+    # Term frequencies rarely pass 255, doc ids 65,535: the fewer bytes, the less a cold start reads.
+    top = int(values.max()) if values.size else 0
+    return "u1" if top < 2**8 else "u2" if top < 2**16 else "u4"
+
+
+def _discard(postings: dict[int, dict[int, Any]], key: int, doc_id: int) -> None:
+    docs = postings[key]
+    del docs[doc_id]
+    if not docs:
+        del postings[key]
+
+
+def _renumber(names: list[str], used: np.ndarray) -> tuple[list[str], np.ndarray]:
+    # The names some pair still uses, in their old order, and old id -> new id.
+    held = np.zeros(len(names), dtype=bool)
+    held[used] = True
+    mapping = np.cumsum(held) - 1
+    return [name for name, keep in zip(names, held.tolist()) if keep], mapping
+
+
+def _check_packed(packed: _Packed, n_keys: int, n_docs: int) -> None:
+    ptr, docs = packed.ptr, packed.docs
+    if len(ptr) != n_keys + 1 or ptr[0] != 0 or ptr[-1] != len(docs) or np.any(np.diff(ptr) < 0):
+        raise ValueError("index state: posting offsets do not fit")
+    if packed.values is not None and len(packed.values) != len(docs):
+        raise ValueError("index state: term frequencies do not fit the postings")
+    if len(docs) and int(docs.max()) >= n_docs:  # unsigned: never below 0
+        raise ValueError("index state: a posting names no document")
+    # Within a key, documents ascend (searched by bisection); they may only fall where a key starts.
+    falls = np.flatnonzero(docs[1:] <= docs[:-1]) + 1
+    at = np.minimum(np.searchsorted(ptr, falls), len(ptr) - 1)  # (np.isin would import numpy.ma: 30 ms)
+    if len(falls) and not np.array_equal(ptr[at], falls):
+        raise ValueError("index state: postings out of order")
 
 
 def _bucket(surface: str) -> tuple[str, int]:
     return surface[:1], len(surface)
-
-
-class _LastFieldPostings(dict[int, Posting]):
-    """count -> the posting of a term found only in the last field: one shared tuple per count."""
-
-    def __init__(self, n_fields: int) -> None:
-        super().__init__()
-        self.zeros = (0,) * (n_fields - 1)
-
-    def __missing__(self, count: int) -> Posting:
-        posting = self[count] = (*self.zeros, count)
-        return posting

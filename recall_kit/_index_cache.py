@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import logging
@@ -32,11 +33,11 @@ from typing import Any
 import platformdirs
 
 from memory_store import MemoryDoc, MemoryStore, Snapshot
-from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields
+from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, build_index
 from recall_kit._index import FieldIndex
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
-FORMAT_VERSION = 1  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 2  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 _DIGEST_LEN = 64
@@ -73,16 +74,22 @@ def open_indexed(
         return IndexedStore(snapshot, FastHeuristic(snapshot), 0, None)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"index-{_roots_key(roots)}.bin"
+    with _collector_paused():
+        return _open_cached(roots, path)
+
+
+def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> IndexedStore:
     cached = _load(path)
     files: dict[str, Any] = cached["files"] if cached else {}
     reused: set[str] = set()
+    folders: dict[str, Path] = {}
 
     def reuse(abspath: str, size: int, mtime_ns: int) -> MemoryDoc | None:
         entry = files.get(abspath)
         try:
             if entry is None or entry[0] != size or entry[1] != mtime_ns:
                 return None
-            doc = _doc_from(entry[2])
+            doc = _doc_from(entry[2], folders)
         except (TypeError, ValueError, IndexError):
             return None  # an entry of a shape we never write: read the file
         reused.add(doc.ref)
@@ -99,20 +106,35 @@ def open_indexed(
     return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), len(reused), path)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    # A load allocates ~10 long-lived objects per memory; collections meanwhile free nothing
+    # and cost 4-6% of a cold 10,000-memory query (bench/cold_start.py).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _index_for(snapshot: Snapshot, cached: dict[str, Any] | None, reused: set[str]) -> tuple[FieldIndex, bool]:
     # The cached index brought to the snapshot: unchanged docs kept, changed and new ones re-analysed.
     index = None
     if cached is not None:
         try:
             index = FieldIndex.from_state(cached["index"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
             _log.warning("recall-kit: index cache ignored: %s", exc)
     if index is None or index.field_weights != FIELD_WEIGHTS:
-        return FastHeuristic(snapshot)._index, True
+        return build_index(snapshot.docs), True
     stale = [ref for ref in index.ids if ref not in reused or ref not in snapshot.docs]
+    fresh = sorted(ref for ref in snapshot.docs if ref not in index.ids or ref not in reused)
+    if len(fresh) > max(64, len(snapshot.docs) // 4):  # mostly changed: a packed build is faster
+        return build_index(snapshot.docs), True
     for ref in stale:
         index.remove(ref)
-    fresh = [ref for ref in sorted(snapshot.docs) if ref not in index]
     for ref in fresh:
         terms, surfaces = _doc_fields(snapshot.docs[ref])
         index.add(ref, terms, surfaces)
@@ -199,10 +221,18 @@ def _doc_entry(doc: MemoryDoc) -> tuple[int, int, tuple[Any, ...]] | None:
     return stat.st_size, stat.st_mtime_ns, fields
 
 
-def _doc_from(fields: tuple[Any, ...]) -> MemoryDoc:
+_NO_EXTRA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only, so every doc without extras shares it
+
+
+def _doc_from(fields: tuple[Any, ...], folders: dict[str, Path]) -> MemoryDoc:
     scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash = fields
+    # A child of a folder's Path is parsed from the file name alone: a third of Path(abspath)'s cost.
+    folder, file_name = os.path.split(abspath)
+    parent = folders.get(folder)
+    if parent is None:
+        parent = folders[folder] = Path(folder)
     return MemoryDoc(
-        scope=scope, path=path, abspath=Path(abspath), name=name, description=description, type=type_,
-        keywords=tuple(keywords), extra=MappingProxyType(extra), body=body, mtime=mtime, size=size,
+        scope=scope, path=path, abspath=parent / file_name, name=name, description=description, type=type_,
+        keywords=tuple(keywords), extra=MappingProxyType(extra) if extra else _NO_EXTRA, body=body, mtime=mtime, size=size,
         content_hash=content_hash,
     )

@@ -52,26 +52,41 @@ class Token:
 # No word spans whitespace, so a text's tokens are its chunks' tokens in order; str.split is 4x
 # faster than the word regex (bench/bench_index_build.py: 2,000 memories, 594k chunks, 34k distinct).
 CHUNK_CACHE_SIZE = 100_000  # entries per cache (chunks, words); past it a cache starts over (tens of MB)
-_Analysed = tuple[tuple[Token, ...], tuple[str, ...], tuple[str, ...]]  # tokens, terms, surface words
+# terms, each term's surface word (None for CJK and whole identifiers), and the surface words alone;
+# Tokens are made only for queries (analyze), so a document's analysis builds no objects per term.
+_Analysed = tuple[tuple[str, ...], tuple[str | None, ...], tuple[str, ...]]
 _chunk_cache: dict[str, _Analysed] = {}
 _word_cache: dict[str, _Analysed] = {}
-_TOKENS, _TERMS, _SURFACES = itemgetter(0), itemgetter(1), itemgetter(2)
+_TERMS, _TERM_SURFACES, _SURFACES = itemgetter(0), itemgetter(1), itemgetter(2)
+_EMPTY: _Analysed = ((), (), ())
 
 
 def analyze(text: str) -> list[Token]:
     """Tokens of ``text`` in order; the same analysis serves documents and queries."""
-    return list(chain.from_iterable(map(_TOKENS, _analysed(_chunks(text)))))
+    entries = _analysed(split_chunks(text))
+    terms = chain.from_iterable(map(_TERMS, entries))
+    return list(map(Token, terms, chain.from_iterable(map(_TERM_SURFACES, entries))))
 
 
 def analyze_terms(text: str) -> tuple[list[str], list[str]]:
     """``analyze``'s terms in order, and the surface words among them: what a document is indexed by."""
-    entries = _analysed(_chunks(text))
+    entries = _analysed(split_chunks(text))
     terms = list(chain.from_iterable(map(_TERMS, entries)))
     return terms, list(chain.from_iterable(map(_SURFACES, entries)))
 
 
-def _chunks(text: str) -> list[str]:
-    return _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text)).split()
+def split_chunks(text: str) -> list[str]:
+    """``text``'s whitespace-separated chunks, normalised: each is analysed independently of the rest."""
+    if not text.isascii():  # ASCII is already NFKC; isascii() is a flag check, normalize() a scan
+        text = unicodedata.normalize("NFKC", text)
+    if "'" in text or "’" in text:
+        text = _POSSESSIVE.sub("", text)
+    return text.split()
+
+
+def analysed_chunks(chunks: list[str]) -> list[_Analysed]:
+    """Each chunk's (terms, their surface words or None, surface words), from the cache or analysed now."""
+    return _analysed(chunks)
 
 
 def _analysed(chunks: list[str]) -> list[_Analysed]:
@@ -92,13 +107,17 @@ def _analysed(chunks: list[str]) -> list[_Analysed]:
 
 
 def _analyse_chunk(chunk: str) -> _Analysed:
+    if chunk.isalpha() and chunk.isascii():  # the usual case, a bare word: no need to find it
+        return _word_entry(chunk)
     words = _WORD.findall(chunk)
-    if len(words) == 1:  # the usual case: one word, perhaps with punctuation around it
+    if len(words) == 1:  # one word with punctuation around it
         return _word_entry(words[0])
+    if not words:
+        return _EMPTY
     entries = [_word_entry(word) for word in words]
     return (
-        tuple(chain.from_iterable(map(_TOKENS, entries))),
         tuple(chain.from_iterable(map(_TERMS, entries))),
+        tuple(chain.from_iterable(map(_TERM_SURFACES, entries))),
         tuple(chain.from_iterable(map(_SURFACES, entries))),
     )
 
@@ -109,8 +128,8 @@ def _word_entry(word: str) -> _Analysed:
     if entry is None:
         tokens: list[Token] = []
         _analyze_word(word, tokens)
-        terms = tuple(token.term for token in tokens)
-        entry = tuple(tokens), terms, tuple(token.surface for token in tokens if token.surface)
+        surfaces = tuple(token.surface for token in tokens)
+        entry = tuple(token.term for token in tokens), surfaces, tuple(filter(None, surfaces))
         if len(_word_cache) >= CHUNK_CACHE_SIZE:
             _word_cache.clear()
         _word_cache[word] = entry
@@ -126,7 +145,7 @@ def _analyze_plain(text: str) -> list[Token]:
 
 
 def _analyze_word(word: str, tokens: list[Token]) -> None:
-    if _HAS_CJK.search(word):
+    if not word.isascii() and _HAS_CJK.search(word):
         _analyze_mixed(word, tokens)
     else:
         _analyze_identifier(word, tokens)
@@ -150,23 +169,26 @@ def stem(word: str) -> str:
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
         return word
     w = word
-    if w.endswith("sses"):
-        w = w[:-2]
-    elif w.endswith(("ies", "ied")) and len(w) > 4:
+    if w.endswith("s"):
+        if w.endswith("sses"):
+            w = w[:-2]
+        elif w.endswith("ies") and len(w) > 4:
+            w = w[:-3] + "y"
+        elif not w.endswith(("ss", "us", "is")):
+            w = w[:-1]
+    elif w.endswith("ied") and len(w) > 4:
         w = w[:-3] + "y"
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    for suffix in ("ing", "ed"):
-        root = w[: -len(suffix)]
-        if w.endswith(suffix) and len(root) >= 3 and _has_vowel(root):
+    if w.endswith(("ing", "ed")):
+        root = w[:-3] if w.endswith("ing") else w[:-2]
+        if len(root) >= 3 and not _VOWELS.isdisjoint(root):
             w = root
             if w[-1] == w[-2] and w[-1] not in "lsz":  # running -> run, but install -> install
                 w = w[:-1]
-            break
-    for suffix, replacement in _DERIVATIONS:
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
-            w = w[: -len(suffix)] + replacement
-            break
+    if w.endswith(_DERIVATION_SUFFIXES):
+        for suffix, replacement in _DERIVATIONS:
+            if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+                w = w[: -len(suffix)] + replacement
+                break
     if w.endswith("e") and len(w) > 4:
         w = w[:-1]
     return w
@@ -181,10 +203,8 @@ _DERIVATIONS = (
     ("ments", ""),
     ("ment", ""),
 )
-
-
-def _has_vowel(text: str) -> bool:
-    return any(ch in "aeiouy" for ch in text)
+_DERIVATION_SUFFIXES = tuple(suffix for suffix, _ in _DERIVATIONS)
+_VOWELS = frozenset("aeiouy")
 
 
 def _analyze_mixed(word: str, tokens: list[Token]) -> None:

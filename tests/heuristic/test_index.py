@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
+from recall_kit._corpus import analyse_corpus
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
+from recall_kit._tokenize import analyze_terms, tokenize
 
 WORDS = st.sampled_from("alpha beta gamma delta eps zeta eta theta iota kappa".split())
 CORPUS = st.lists(st.lists(WORDS, min_size=1, max_size=12), min_size=1, max_size=12)
@@ -59,22 +62,20 @@ EDIT = st.tuples(st.integers(0, 7), st.none() | st.lists(WORDS, min_size=0, max_
     start=st.lists(st.lists(WORDS, max_size=8), max_size=8),
     edits=st.lists(EDIT, max_size=20),
     query=st.lists(WORDS, min_size=1, max_size=4, unique=True),
-    patch_min_postings=st.sampled_from([0, 3, 512]),
-    vectorise_min_postings=st.sampled_from([0, 10_000]),
+    compact_min_postings=st.sampled_from([0, 3, 512]),
+    packed_start=st.booleans(),
 )
-def test_incremental_updates_score_like_a_rebuild(
-    start, edits, query, patch_min_postings, vectorise_min_postings
-) -> None:
+def test_incremental_updates_score_like_a_rebuild(start, edits, query, compact_min_postings, packed_start) -> None:
     weights = (3.0, 1.0)
     terms = [QueryTerm(t) for t in query]
     docs = {f"d{i}": (words[:2], words[2:]) for i, words in enumerate(start)}
-    index = FieldIndex(
-        weights, patch_min_postings=patch_min_postings, vectorise_min_postings=vectorise_min_postings
-    )
+    index = FieldIndex(weights, compact_min_postings=compact_min_postings)
     for ref, fields in docs.items():
         index.add(ref, fields)
+    if packed_start:
+        index.compact()
     for slot, words in edits:
-        index.score(terms)  # caches per-term arrays, which the next edit must keep right
+        index.score(terms)
         ref = f"d{slot}"
         if words is None:
             assert index.remove(ref) == (ref in docs)
@@ -87,18 +88,47 @@ def test_incremental_updates_score_like_a_rebuild(
         rebuilt.add(ref, docs[ref])
     assert index.score(terms) == rebuilt.score(terms)
     assert index.total_lengths == rebuilt.total_lengths
-    assert {t: len(p) for t, p in index.postings.items()} == {t: len(p) for t, p in rebuilt.postings.items()}
+    assert index.doc_freqs() == rebuilt.doc_freqs()
+
+
+TEXT_WORDS = st.sampled_from(
+    "Deploy deploys running the `uv` deploy_tool fooBar it's 数据库迁移 config.yaml, x Postgres数据库 re-run".split()
+)
+TEXTS = st.lists(st.tuples(*(st.lists(TEXT_WORDS, max_size=6).map(" ".join) for _ in range(3))), min_size=1, max_size=8)
 
 
 @settings(max_examples=100, deadline=None)
-@given(corpus=CORPUS, query=st.lists(WORDS, min_size=1, max_size=5, unique=True))
-def test_plain_loop_and_numpy_scoring_give_identical_scores(corpus, query) -> None:
-    terms = [QueryTerm(t, weight=0.8 if i else 1.0) for i, t in enumerate(query)]
-    loop, vectorised = FieldIndex((2.0, 1.0)), FieldIndex((2.0, 1.0), vectorise_min_postings=0)
-    for index in (loop, vectorised):
-        for i, doc in enumerate(corpus):
-            index.add(f"d{i:03d}", [doc[:2], doc[2:]])
-    assert loop.score(terms) == vectorised.score(terms)
+@given(docs=TEXTS, query=st.lists(TEXT_WORDS, min_size=1, max_size=4))
+def test_a_packed_build_equals_adding_one_document_at_a_time(docs, query) -> None:
+    weights = (2.0, 2.0, 1.0)
+    refs = [f"d{i:03d}" for i in range(len(docs))]
+    packed = FieldIndex.from_corpus(weights, analyse_corpus(refs, docs, len(weights)))
+    added = FieldIndex(weights)
+    for ref, texts in zip(refs, docs):
+        fields = [analyze_terms(text) for text in texts]
+        added.add(ref, [terms for terms, _ in fields], [w for _, words in fields for w in words])
+    terms = [QueryTerm(term, weight=0.8 if i else 1.0) for i, term in enumerate(tokenize(" ".join(query)))]
+    assert packed.score(terms) == added.score(terms)
+    assert packed.doc_freqs() == added.doc_freqs()
+    assert packed.total_lengths == added.total_lengths
+    assert all(packed.posting(t, ref) == added.posting(t, ref) for t in added.terms for ref in refs)
+    words = set(added.surface_words)
+    assert {w: packed.surface_doc_count(w) for w in words} == {w: added.surface_doc_count(w) for w in words}
+
+
+@settings(max_examples=50, deadline=None)
+@given(start=st.lists(st.lists(WORDS, max_size=8), max_size=8), drop=st.sets(st.integers(0, 7)))
+def test_the_saved_state_restores_an_index_that_scores_the_same(start, drop) -> None:
+    index = FieldIndex((3.0, 1.0))
+    for i, words in enumerate(start):
+        index.add(f"d{i}", (words[:2], words[2:]), words)
+    for i in drop:
+        index.remove(f"d{i}")
+    terms = [QueryTerm(t) for t in ("alpha", "beta", "gamma")]
+    restored = FieldIndex.from_state(index.state())
+    assert restored.score(terms) == index.score(terms)
+    assert restored.doc_freqs() == index.doc_freqs() and set(restored.ids) == set(index.ids)
+    assert [restored.surface_doc_count(w) for w in ("alpha", "beta")] == [index.surface_doc_count(w) for w in ("alpha", "beta")]
 
 
 def test_ties_break_by_ref() -> None:
@@ -124,3 +154,26 @@ def test_scoring_visits_only_the_query_terms_postings() -> None:
         index.add(f"d{i}", [["common", f"rare{i}"]])
     _, visited = index.score([QueryTerm("rare7")])
     assert visited == 1
+
+
+def _saved_index() -> dict:
+    index = FieldIndex((2.0, 1.0))
+    for i, words in enumerate([["alpha", "beta"], ["beta", "gamma"], ["gamma", "alpha", "delta"]]):
+        index.add(f"d{i}", (words[:1], words[1:]), words)
+    return index.state()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: {**s, "term_docs": bytes([9]) + s["term_docs"][1:]},  # a document that does not exist
+        lambda s: {**s, "term_docs": s["term_docs"][::-1]},  # postings out of order
+        lambda s: {**s, "term_ptr": s["term_ptr"][:-8]},  # offsets cut short
+        lambda s: {**s, "lengths": s["lengths"][:-4]},
+        lambda s: {**s, "refs": ["d0", "d0", "d1"]},  # a ref twice
+        lambda s: {**s, "doc_type": "f8"},
+    ],
+)
+def test_a_saved_state_that_does_not_fit_together_is_refused(damage) -> None:
+    with pytest.raises((ValueError, KeyError)):
+        FieldIndex.from_state(damage(_saved_index()))
