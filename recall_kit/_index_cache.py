@@ -37,7 +37,7 @@ from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, bui
 from recall_kit._index import FieldIndex
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
-FORMAT_VERSION = 2  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 3  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 _DIGEST_LEN = 64
@@ -82,6 +82,7 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> Indexed
     cached = _load(path)
     files: dict[str, Any] = cached["files"] if cached else {}
     reused: set[str] = set()
+    indexed_with: dict[str, Any] = {}  # ref -> the enrichment its cached index entry was built with
     folders: dict[str, Path] = {}
 
     def reuse(abspath: str, size: int, mtime_ns: int) -> MemoryDoc | None:
@@ -90,6 +91,7 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> Indexed
             if entry is None or entry[0] != size or entry[1] != mtime_ns:
                 return None
             doc = _doc_from(entry[2], folders)
+            indexed_with[doc.ref] = entry[2][13]
         except (TypeError, ValueError, IndexError):
             return None  # an entry of a shape we never write: read the file
         reused.add(doc.ref)
@@ -97,6 +99,8 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> Indexed
 
     with MemoryStore.open(*roots, watch=False, reuse=reuse) as store:
         snapshot = store.snapshot()
+    # a sidecar can change while the memory file does not: such a doc is re-analysed
+    reused = {ref for ref in reused if ref in snapshot.docs and _enrichment_key(snapshot.docs[ref]) == indexed_with[ref]}
     index, changed = _index_for(snapshot, cached, reused)
     if changed:
         try:
@@ -211,7 +215,8 @@ def _doc_entry(doc: MemoryDoc) -> tuple[int, int, tuple[Any, ...]] | None:
         stat = os.stat(doc.abspath, follow_symlinks=False)
         fields = (
             doc.scope, doc.path, str(doc.abspath), doc.name, doc.description, doc.type, tuple(doc.keywords),
-            dict(doc.extra), doc.body, doc.mtime, doc.size, doc.content_hash,
+            dict(doc.extra), doc.body, doc.mtime, doc.size, doc.content_hash, tuple(doc.usage_scenarios),
+            _enrichment_key(doc),
         )
         marshal.dumps(fields[7])
     except (OSError, ValueError):
@@ -225,7 +230,7 @@ _NO_EXTRA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only, so ev
 
 
 def _doc_from(fields: tuple[Any, ...], folders: dict[str, Path]) -> MemoryDoc:
-    scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash = fields
+    scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash, scenarios, _ = fields
     # A child of a folder's Path is parsed from the file name alone: a third of Path(abspath)'s cost.
     folder, file_name = os.path.split(abspath)
     parent = folders.get(folder)
@@ -234,5 +239,12 @@ def _doc_from(fields: tuple[Any, ...], folders: dict[str, Path]) -> MemoryDoc:
     return MemoryDoc(
         scope=scope, path=path, abspath=parent / file_name, name=name, description=description, type=type_,
         keywords=tuple(keywords), extra=MappingProxyType(extra) if extra else _NO_EXTRA, body=body, mtime=mtime, size=size,
-        content_hash=content_hash,
+        content_hash=content_hash, usage_scenarios=tuple(scenarios),
     )
+
+
+def _enrichment_key(doc: MemoryDoc) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The sidecar terms a doc was indexed with, as plain values marshal can keep."""
+    if doc.enrichment is None:
+        return None
+    return (tuple(doc.enrichment.keywords), tuple(doc.enrichment.usage_scenarios))

@@ -129,3 +129,25 @@ def test_cache_dir_defaults_to_the_environment_variable(store: Path, cache_dir: 
     indexed = open_indexed([store])
     assert indexed.cache_file is not None and indexed.cache_file.parent == cache_dir
     assert cache_file(cache_dir).stat().st_mode & 0o077 == 0  # private to the user
+
+
+def test_a_sidecar_changed_under_unchanged_files_is_picked_up(store: Path, cache_dir: Path) -> None:
+    from memory_store import EnrichmentEntry, sidecar_path, write_enrichment
+
+    target = next(p for p in sorted(store.rglob("*.md")) if p.name != "MEMORY.md")
+    rel = target.relative_to(store).as_posix()
+    sha = __import__("hashlib").sha256(target.read_bytes()).hexdigest()
+    scenario_file = store / "user" / "scenarios.md"
+    scenario_file.parent.mkdir(exist_ok=True)
+    scenario_file.write_text("---\nname: n\ndescription: d\ntype: user\nusage_scenarios: [when the espresso machine leaks]\n---\n")
+    first = open_indexed([store], cache_dir=cache_dir)
+    assert first.heuristic.rank("zanzibar quokka")[0] == ()
+    write_enrichment(sidecar_path(store), [EnrichmentEntry(rel, sha, ("zanzibar", "quokka"), ())])
+    second = open_indexed([store], cache_dir=cache_dir)
+    assert [s.doc.path for s in second.heuristic.rank("zanzibar quokka")[0]][:1] == [rel]
+    assert second.reused == len(second.snapshot.docs) - 1  # only the newly enriched doc was re-analysed
+    assert second.snapshot.docs["memories/user/scenarios.md"].usage_scenarios == ("when the espresso machine leaks",)
+    assert_same_as_fresh(second, store)
+    third = open_indexed([store], cache_dir=cache_dir)
+    assert third.reused == len(third.snapshot.docs)
+    assert_same_as_fresh(third, store)
