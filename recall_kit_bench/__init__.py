@@ -39,6 +39,7 @@ from recall_kit_bench._lifecycle import (
     ToolUsingReport,
     run_lifecycle_bench,
 )
+from recall_kit_bench._plot import plot_delivery
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
 from recall_kit_bench._turns import RefinementSummary, run_turns, turn_outcomes
 
@@ -75,6 +76,7 @@ __all__ = [
     "metrics_by_fold",
     "metrics_by_kind",
     "percentiles",
+    "plot_delivery",
     "run",
     "run_lifecycle_bench",
     "run_turns",

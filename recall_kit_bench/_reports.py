@@ -53,6 +53,7 @@ class DeliveryReport:
     fast_ms: Percentiles
     initial_wait_ms: Percentiles
     load_errors: tuple[str, ...]
+    waits_ms: tuple[float, ...] = ()  # every initial wait, for the plot (not in as_dict)
 
     @classmethod
     def of(cls, dataset: EvalDataset, outcomes: Sequence[QueryOutcome]) -> DeliveryReport:
@@ -66,6 +67,7 @@ class DeliveryReport:
             fast_ms=percentiles([o.fast_ms for o in outcomes]),
             initial_wait_ms=percentiles([o.wait_ms for o in outcomes]),
             load_errors=_load_errors(dataset),
+            waits_ms=tuple(o.wait_ms for o in outcomes),
         )
 
     @classmethod

@@ -47,6 +47,7 @@ def bench() -> None:
     help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
 )
 @click.option("--no-enrichment", is_flag=True, help="Measure the memories without any enrichment sidecar.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def delivery(
     dataset_dir: str,
@@ -58,6 +59,7 @@ def delivery(
     limit: int | None,
     sidecar: str | None,
     no_enrichment: bool,
+    plot: str | None,
     as_json: bool,
 ) -> None:
     """Delivery per kind beside plain BM25, enriched beside unenriched.
@@ -107,6 +109,13 @@ def delivery(
         None if found is None else str(found),
         enriched_docs(dataset),
     )
+    if plot is not None:
+        from recall_kit_bench import plot_delivery
+
+        try:
+            plot_delivery(report, plot)
+        except (RuntimeError, OSError) as exc:
+            raise InputError(f"--plot {plot}: {exc}") from None
     if as_json:
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
     elif report.lifecycle is not None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 
 import click
 
 from recall_kit_cli._format import InputError
-
 
 
 @click.command("latency")
@@ -28,10 +29,11 @@ def latency(docs: str, as_json: bool) -> None:
     if not sizes or min(sizes) < 1:
         raise InputError("--docs needs sizes of at least 1")
     rows = []
-    for size in sizes:
-        if sys.stderr.isatty():
-            click.echo(f"generating and measuring {size} docs ...", err=True)
-        rows.append(measure_latency(size))
+    # a bar on stderr only when a person watches it; each size is one step
+    with click.progressbar(sizes, label="latency", file=sys.stderr, item_show_func=_size_label) if sys.stderr.isatty() \
+            else _plain(sizes) as steps:
+        for size in steps:
+            rows.append(measure_latency(size))
     if as_json:
         click.echo(json.dumps({"sizes": [row.as_dict() for row in rows]}))
         return
@@ -51,3 +53,12 @@ def latency(docs: str, as_json: bool) -> None:
         "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = BM25Okapi.get_scores + top 2, "
         "update = index update after one changed file, after-update = the next query on its words)"
     )
+
+
+def _size_label(size: int | None) -> str:
+    return "" if size is None else f"{size} docs"
+
+
+@contextlib.contextmanager
+def _plain(sizes: list[int]) -> Iterator[list[int]]:
+    yield sizes

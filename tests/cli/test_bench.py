@@ -97,3 +97,18 @@ def test_bench_bad_input_exits_2_with_one_line(run_cli: RunCli, dataset: Path, t
     assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--base-url", "http://127.0.0.1:9/v1"), "model")
     (dataset / "queries.jsonl").write_text('{"id": "a", "query": "x"}\n')
     assert_one_line_error(run_cli("bench", "delivery", str(dataset)), "relevant")
+
+
+def test_bench_delivery_plot_writes_a_real_png(run_cli: RunCli, dataset: Path, tmp_path: Path) -> None:
+    import matplotlib.image
+
+    out = tmp_path / "delivery.png"
+    result = run_cli("bench", "delivery", str(dataset), "--fast-only", "--plot", str(out))
+    assert result.returncode == 0, result.stderr
+    pixels = matplotlib.image.imread(out)
+    height, width = pixels.shape[:2]
+    assert (width, height) == (1200, 450)
+    colours = {tuple(round(float(c), 2) for c in pixel) for pixel in pixels[::7, ::7].reshape(-1, pixels.shape[2])}
+    assert len(colours) > 20 and pixels.std() > 0.05  # bars, text and a histogram: not a blank canvas
+    unwritable = run_cli("bench", "delivery", str(dataset), "--fast-only", "--plot", str(tmp_path / "no" / "x.png"))
+    assert_one_line_error(unwritable, "--plot")

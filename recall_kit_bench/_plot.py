@@ -1,0 +1,54 @@
+"""`bench delivery --plot`: strict delivery and negative silence per kind, and the initial waits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport
+
+
+def plot_delivery(report: DeliveryBenchReport, path: str | Path) -> Path:
+    """Write a PNG: per kind, strict delivery (answerable kinds) or silence (negatives) for ours,
+    unenriched ours when measured, and the plain baseline; beside it the initial-wait distribution."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: files only
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise RuntimeError(f"--plot needs the plot extra: pip install 'recall-kit[plot]' ({exc})") from None
+    series: list[tuple[str, DeliveryReport]] = [("ours", report.delivery)]
+    if report.unenriched is not None:
+        series = [("ours, enriched", report.delivery), ("ours, unenriched", report.unenriched)]
+    series.append(("plain BM25 top 2", report.baseline))
+    kinds = sorted(report.delivery.by_kind)
+    figure, (rates, waits) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(series)
+    for i, (label, part) in enumerate(series):
+        values = [_rate(part, kind) for kind in kinds]
+        rates.bar([k + i * width for k in range(len(kinds))], values, width, label=label)
+    rates.set_xticks([k + width * (len(series) - 1) / 2 for k in range(len(kinds))])
+    rates.set_xticklabels([f"{k}\n(silence)" if k == "negative" else k for k in kinds], fontsize=8)
+    rates.set_ylim(0, 1.05)
+    rates.set_ylabel("strict no-tool delivery (negatives: silence)")
+    rates.set_title(Path(report.delivery.dataset).name)
+    rates.legend(fontsize=8, loc="lower right")
+    waited = list(report.delivery.waits_ms)
+    waits.hist(waited, bins=40, color="tab:gray")
+    waits.set_xlabel("initial wait, ms")
+    waits.set_ylabel("turns")
+    waits.set_title(f"p50 {report.delivery.initial_wait_ms.p50:.2f} ms, max {report.delivery.initial_wait_ms.max:.2f} ms")
+    figure.tight_layout()
+    out = Path(path)
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def _rate(part: DeliveryReport, kind: str) -> float:
+    metrics: Any = part.by_kind.get(kind)
+    if metrics is None:
+        return 0.0
+    value = metrics.negative_silence if kind == "negative" else metrics.strict_delivery
+    return float(value or 0.0)
