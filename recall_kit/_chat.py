@@ -13,10 +13,11 @@ import email.utils
 import json
 import logging
 import time
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping, Self
 
 import httpx
 
+from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
 from recall_kit._errors import ConfigError
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
 from recall_kit._text import one_line
@@ -220,3 +221,55 @@ class ChatEndpoint:
             raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
         except OSError as exc:
             raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
+
+
+class ChatModelClient:
+    """What the selector and the enricher share: one model endpoint, configured the same way.
+
+    ``unconfigured`` opens the error raised when nothing configures a model."""
+
+    unconfigured = "no model configured"
+
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self._chat = ChatEndpoint(base_url, model, api_key=api_key, timeout=timeout, owner=type(self).__name__)
+        self.base_url = self._chat.base_url
+        self.model = model
+        self.timeout = self._chat.timeout
+
+    @classmethod
+    def from_config(cls, config: SelectorConfig) -> Self:
+        if not config.configured:
+            raise ConfigError(
+                f"{cls.unconfigured} (missing {' and '.join(config.missing())}): set "
+                "RECALL_KIT_BASE_URL and RECALL_KIT_MODEL, or [selector] in recall-kit.toml"
+            )
+        assert config.base_url and config.model
+        return cls(config.base_url, config.model, api_key=config.api_key, timeout=config.timeout)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        config_path: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Arguments, then the environment, then recall-kit.toml; ConfigError if none configures one."""
+        return cls.from_config(
+            load_selector_config(
+                base_url=base_url, model=model, api_key=api_key, timeout=timeout,
+                config_path=config_path, environ=environ,
+            )
+        )
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._chat.has_api_key else "None"
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, api_key={key}, "
+            f"timeout={self.timeout})"
+        )

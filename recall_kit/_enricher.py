@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from memory_store import (
     MAX_KEYWORD_CHARS,
@@ -22,9 +22,7 @@ from memory_store import (
     clean_terms,
 )
 from recall_kit._answer import AnswerError, decode_object
-from recall_kit._chat import ChatEndpoint, ChatFailure, ResponseMode, json_schema_format
-from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
-from recall_kit._errors import ConfigError
+from recall_kit._chat import ChatEndpoint, ChatModelClient, ChatFailure, ResponseMode, json_schema_format
 from recall_kit._text import one_line
 
 logger = logging.getLogger("recall_kit.enricher")
@@ -132,49 +130,10 @@ def validate_enrichment(value: Any, doc: MemoryDoc) -> tuple[tuple[str, ...], tu
     return keywords, scenarios, max(0, dropped)
 
 
-class Enricher:
+class Enricher(ChatModelClient):
     """Writes search terms for memories with a chat model over HTTP; same settings as the selector."""
 
-    def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
-    ) -> None:
-        self._chat = ChatEndpoint(base_url, model, api_key=api_key, timeout=timeout, owner="Enricher")
-        self.base_url = self._chat.base_url
-        self.model = model
-        self.timeout = self._chat.timeout
-
-    @classmethod
-    def from_config(cls, config: SelectorConfig) -> "Enricher":
-        if not config.configured:
-            raise ConfigError(
-                f"no model configured for enrichment (missing {' and '.join(config.missing())}): set "
-                "RECALL_KIT_BASE_URL and RECALL_KIT_MODEL, or [selector] in recall-kit.toml"
-            )
-        assert config.base_url and config.model
-        return cls(config.base_url, config.model, api_key=config.api_key, timeout=config.timeout)
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        config_path: str | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> "Enricher":
-        """Arguments, then the environment, then recall-kit.toml; ConfigError if none configures one."""
-        return cls.from_config(
-            load_selector_config(
-                base_url=base_url, model=model, api_key=api_key, timeout=timeout,
-                config_path=config_path, environ=environ,
-            )
-        )
-
-    def __repr__(self) -> str:
-        key = "'***'" if self._chat.has_api_key else "None"
-        return f"Enricher(base_url={self.base_url!r}, model={self.model!r}, api_key={key}, timeout={self.timeout})"
+    unconfigured = "no model configured for enrichment"
 
     async def __aenter__(self) -> "Enricher":
         return self

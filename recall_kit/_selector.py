@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, MAX_MODEL_DOCS, AnswerError, parse_answer, validate_selection
-from recall_kit._chat import (  # noqa: F401  (_ENDPOINT_MODES, _message_content: imported by tests and bench)
+from recall_kit._chat import (
+    ChatModelClient,  # noqa: F401  (_ENDPOINT_MODES, _message_content: imported by tests and bench)
     _ENDPOINT_MODES,
     ChatEndpoint,
     ChatFailure,
@@ -21,8 +22,7 @@ from recall_kit._chat import (  # noqa: F401  (_ENDPOINT_MODES, _message_content
     _message_content,
     json_schema_format,
 )
-from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
-from recall_kit._errors import ConfigError
+from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 
@@ -71,50 +71,16 @@ def _response_format(mode: ResponseMode, manifest: Manifest) -> dict[str, Any] |
     return json_schema_format("memory_selection", schema)
 
 
-class ModelSelector:
+class ModelSelector(ChatModelClient):
     """Refines a heuristic's candidates with a chat model over HTTP."""
+
+    unconfigured = "no model selector configured"
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
     ) -> None:
-        self._chat = ChatEndpoint(base_url, model, api_key=api_key, timeout=timeout, owner="ModelSelector")
-        self.base_url = self._chat.base_url
-        self.model = model
-        self.timeout = self._chat.timeout
+        super().__init__(base_url, model, api_key=api_key, timeout=timeout)
         self._redact = self._chat.redact
-
-    @classmethod
-    def from_config(cls, config: SelectorConfig) -> "ModelSelector":
-        if not config.configured:
-            raise ConfigError(
-                f"no model selector configured (missing {' and '.join(config.missing())}): set "
-                "RECALL_KIT_BASE_URL and RECALL_KIT_MODEL, or [selector] in recall-kit.toml"
-            )
-        assert config.base_url and config.model
-        return cls(config.base_url, config.model, api_key=config.api_key, timeout=config.timeout)
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        config_path: str | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> "ModelSelector":
-        """Arguments, then the environment, then recall-kit.toml; ConfigError if none configures one."""
-        return cls.from_config(
-            load_selector_config(
-                base_url=base_url, model=model, api_key=api_key, timeout=timeout,
-                config_path=config_path, environ=environ,
-            )
-        )
-
-    def __repr__(self) -> str:
-        key = "'***'" if self._chat.has_api_key else "None"
-        return f"ModelSelector(base_url={self.base_url!r}, model={self.model!r}, api_key={key}, timeout={self.timeout})"
 
     @property
     def endpoint(self) -> tuple[str, str]:
