@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import click
 
 from memory_store import MemoryStore, MemoryStoreError
-from recall_kit import ConfigError, SelectorConfig, load_selector_config
+from recall_kit import ConfigError, SelectorConfig, load_selector_config, read_config_toml
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import warn
 
@@ -47,12 +46,9 @@ def read_config_file() -> tuple[Path | None, dict[str, Any]]:
     if path is None:
         return None, {}
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        data = read_config_toml(path)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
     if path not in _warned:
         _warned.add(path)
         for line in unknown_key_warnings(data, path):

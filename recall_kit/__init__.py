@@ -6,7 +6,7 @@ is exported here; the ``_`` modules may change freely.
 """
 
 from memory_store import MemoryParseError, MemoryStoreError, RecallKitError
-from recall_kit._config import SelectorConfig, load_selector_config
+from recall_kit._config import SelectorConfig, load_selector_config, read_config_toml
 from recall_kit._errors import ConfigError
 from recall_kit._handle import AbortSignal
 from recall_kit._heuristic import (
@@ -92,6 +92,7 @@ __all__ = [
     "display_url",
     "load_selector_config",
     "open_indexed",
+    "read_config_toml",
     "record_enrichment",
     "render_memories",
 ]

@@ -41,14 +41,19 @@ class SelectorConfig:
         return [name for name, v in (("base URL", self.base_url), ("model", self.model)) if not v]
 
 
-def _read_toml(path: Path) -> Mapping[str, Any]:
+def read_config_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The whole of a recall-kit.toml; ConfigError in one line when it cannot be read or parsed."""
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        with open(path, "rb") as f:
+            return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _read_toml(path: Path) -> Mapping[str, Any]:
+    data = read_config_toml(path)
     table = data.get("selector", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [selector] must be a table")
