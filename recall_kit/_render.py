@@ -42,23 +42,36 @@ def _fold(ch: str) -> str:
     return folded if len(folded) == 1 else ch
 
 
+_OPENER = re.compile("[<\uff1c\ufe64]")  # "<" and the forms NFKC folds to it (full-width, small)
+_LONGEST_TAG = max(len(t) for t in _PROTECTED_TAGS)
+
+
 def neutralize(text: str) -> str:
     """Escape any protected tag in memory-supplied text so it reads as text, not markup.
 
     Tags are found in a folded view of the text, so `<\u200b/memory>` and `＜/ｍｅｍｏｒｙ＞` count;
-    the escape is applied to the original characters."""
+    the escape is applied to the original characters. Only the few characters after each "<" are
+    folded, so a long body costs a regex scan, not a Python loop over every character."""
     if text.isascii():
         return _TAG_PATTERN.sub(r"&lt;\1", text)
-    folded: list[str] = []
-    origin: list[int] = []  # index in ``text`` of each folded character
-    for i, ch in enumerate(text):
-        for piece in _fold(ch):
-            folded.append(piece)
-            origin.append(i)
-    starts = {origin[m.start()] for m in _TAG_PATTERN.finditer("".join(folded))}
+    starts = [m.start() for m in _OPENER.finditer(text) if _tag_at(text, m.start())]
     if not starts:
         return text
-    return "".join("&lt;" if i in starts else ch for i, ch in enumerate(text))
+    pieces, last = [], 0
+    for i in starts:
+        pieces += [text[last:i], "&lt;"]
+        last = i + 1
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _tag_at(text: str, i: int) -> bool:
+    """Whether a protected tag opens at ``text[i]`` once folded."""
+    end = i + 1
+    while end < len(text) and (text[end].isspace() or text[end] in "/\uff0f" or unicodedata.category(text[end]) == "Cf"):
+        end += 1
+    window = "".join(_fold(ch) for ch in text[i : end + _LONGEST_TAG + 1])
+    return _TAG_PATTERN.match(window) is not None
 
 
 def _unforgeable_body(body: str) -> str:
