@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from enrich_support import file_bytes, write_memories
@@ -27,7 +26,7 @@ from memory_store import (
     read_enrichment,
     sidecar_path,
 )
-from recall_kit.testing.llama_server import LlamaServer, RealModelUnavailable
+from recall_kit.testing import LlamaServer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
 from cli_support import RECALL_KIT, clean_environ  # noqa: E402
@@ -36,18 +35,6 @@ pytestmark = pytest.mark.real_model
 
 # Outcomes that mean the protocol worked and the model's text was judged (not a transport failure).
 JUDGED_REASONS = ("answer is not JSON", "answer has no 'keywords' or 'usage_scenarios' key", "answer has no usable terms")
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[LlamaServer]:
-    try:
-        server = LlamaServer(n_ctx=8192).start()
-    except RealModelUnavailable as exc:
-        pytest.fail(f"real model unavailable: {exc}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_real_model_enrich_end_to_end_writes_only_valid_entries(llama: LlamaServer, tmp_path: Path) -> None:

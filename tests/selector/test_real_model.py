@@ -6,14 +6,13 @@ A 135M model chooses poorly: these tests check the protocol and the validity of 
 
 from __future__ import annotations
 
-from typing import Iterator
 
 import pytest
 
 from selector_helpers import make_doc, run_checked
 from recall_kit import MAX_MODEL_DOCS, ModelSelector, Selection
 from recall_kit._selector import _ENDPOINT_MODES
-from recall_kit.testing.llama_server import LlamaServer, RealModelUnavailable
+from recall_kit.testing import LlamaServer
 
 pytestmark = pytest.mark.real_model
 
@@ -31,18 +30,6 @@ QUERIES = ["how do I run the postgres migrations for atlas?", "what is the weath
 # Outcomes that mean the protocol worked and the model's text was judged (not a transport failure).
 JUDGED_REASONS = ("answer is not JSON", "answer has no 'selected_memories' key", "'selected_memories' is not a list",
                   "no valid reference in the answer")
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[LlamaServer]:
-    try:
-        server = LlamaServer().start()
-    except RealModelUnavailable as exc:
-        pytest.fail(f"real model unavailable: {exc}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def assert_valid(selection: Selection) -> None:
