@@ -1,6 +1,7 @@
 """Choosing the confidence gate (a cross-validated grid search), and micro benchmarks.
 
     .venv/bin/python bench/bench_heuristic.py [--weights]     # the gate search (or field weights)
+    .venv/bin/python bench/bench_heuristic.py --frontier      # best strict per silence, every grid point
     .venv/bin/pytest bench/bench_heuristic.py --benchmark-only  # tokenizer/scoring timings
 
 The gate is chosen on enriched and unenriched stores together: each dataset is read with its
@@ -275,6 +276,36 @@ def weights() -> None:
         print(setting, " | ".join(cells))
 
 
+def frontier(label: str = "agent-memories+enriched") -> None:
+    """The most strict delivery any grid point reaches at each silence, and the ungated ceiling.
+
+    In-sample over the whole of one variant, so an upper bound on what this gate can do there."""
+    variant = next(v for v in VARIANTS if v[0] == label)
+    cases = collect(*variant)
+    answerable = [c for c in cases if c.relevant]
+    kinds = sorted({c.kind for c in answerable})
+
+    def share(chosen: list[Case]) -> float:
+        return sum(_relevant(c, 0) or _relevant(c, 1) for c in chosen) / len(chosen)
+
+    ceiling = ", ".join(f"{kind} {share([c for c in answerable if c.kind == kind]):.3f}" for kind in kinds)
+    print(f"{label}: ungated top-2 strict {share(answerable):.3f} ({ceiling})")
+    table = Table(cases)
+    grid = {**GRID, "min_terms": [1, 2], "min_coverage": [0.05, 0.1, *GRID["min_coverage"], 0.35, 0.4]}
+    best: dict[float, dict[str, float]] = {}
+    for values in itertools.product(*grid.values()):
+        result = figures(table, replace(GateSettings(), **dict(zip(grid, values))))
+        silence = round(result[f"{label}.silence"], 3)
+        if silence not in best or result[f"{label}.strict"] > best[silence][f"{label}.strict"]:
+            best[silence] = result
+    print("silence  strict  precision  paraphrase  semantic   (the grid point with the most strict)")
+    for silence, result in sorted(best.items()):
+        print(
+            f"{silence:7.3f}  {result[f'{label}.strict']:6.3f}  {result[f'{label}.precision']:9.3f}"
+            f"  {result.get(f'{label}.paraphrase.strict', 0.0):10.3f}  {result.get(f'{label}.semantic.strict', 0.0):8.3f}"
+        )
+
+
 # --- pytest-benchmark micro benchmarks ------------------------------------------------------
 
 AGENT_MEMORIES = Path(__file__).parent / "datasets" / "agent-memories"
@@ -310,4 +341,9 @@ def test_benchmark_recall_with_typo_10k(benchmark) -> None:
 
 
 if __name__ == "__main__":
-    weights() if "--weights" in sys.argv[1:] else main()
+    if "--weights" in sys.argv[1:]:
+        weights()
+    elif "--frontier" in sys.argv[1:]:
+        frontier()
+    else:
+        main()

@@ -6,6 +6,7 @@ callback). Pure CPU, no I/O; a query holds the index lock only while it scores.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import weakref
@@ -62,7 +63,7 @@ TYPO_WEIGHT = 0.8  # an expansion counts below an exact match (times 1 - edits /
 # (2026-12-01): a head word matched only in enrichment counts half (ENRICHMENT_HEAD_CREDIT) and the
 # second document needs 0.7 of the first's score; agent-memories enriched strict 0.821 silence
 # 0.741 precision 0.727 (was 0.821 / 0.724 / 0.637), unenriched 0.777 / 0.810 / 0.785 (was
-# 0.782 / 0.810 / 0.711); multilingual 1.00 / 1.00 unenriched, 1.00 / 0.944 enriched. The tie rule
+# 0.782 / 0.810 / 0.711); multilingual 1.00 / 1.00 both ways. The tie rule
 # (TIE_RATIO) buys enriched silence only with unenriched strict, so it is off.
 MIN_COVERAGE = 0.2  # share of the query's idf mass the best document matches
 UNKNOWN_WEIGHT = 2.0  # query words no memory holds (sourdough, vite) count double against it
@@ -140,6 +141,7 @@ class _Slot:
     known: bool  # some document holds it (or, for a typo, what it was meant to be)
     generic: bool  # an everyday word: weak evidence that a memory applies
     term: str  # the query's own term
+    run: tuple[int, int] | None = None  # a CJK bigram's run in the query, and its place in the run
 
 
 class FastHeuristic:
@@ -254,6 +256,7 @@ class SlotMatch:
     in_head: bool  # matched in name, description, keywords or usage scenarios
     in_phrase: bool = False  # matched in the body next to the query word it stands next to
     in_core: bool = False  # matched in a field the memory's author wrote (not the enrichment sidecar)
+    words: float = 1.0  # how many query words it stands for (less for overlapping CJK bigrams)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,13 +276,14 @@ class Evidence:
             matched += slot.credit * mass
         return matched / total if total else 0.0
 
-    def specific_terms(self) -> int:
-        return sum(1 for slot in self.slots if slot.credit and not slot.generic)
+    def specific_terms(self) -> float:
+        """Non-generic query words matched (a CJK run's bigrams count as the words they can hold)."""
+        return sum(slot.words for slot in self.slots if slot.credit and not slot.generic)
 
     def head_terms(self, enrichment_credit: float = 1.0) -> float:
         """Non-generic query words matched in a head field; one matched only in enrichment counts less."""
         return sum(
-            1.0 if slot.in_core else enrichment_credit
+            slot.words * (1.0 if slot.in_core else enrichment_credit)
             for slot in self.slots
             if slot.credit and slot.in_head and not slot.generic
         )
@@ -355,8 +359,8 @@ def _evidence(
                 _has_pair(body_pairs, a.term, b.term) for a in slots[first].matches for b in slots[second].matches
             ):
                 in_phrase.update((first, second))
-    matches = []
-    for number, slot in enumerate(slots):
+    found: list[tuple[float, bool, bool]] = []  # per slot: credit, in a head field, in a core field
+    for slot in slots:
         credit = 0.0
         in_head = in_core = False
         for match in slot.matches:
@@ -365,11 +369,15 @@ def _evidence(
                 credit = max(credit, match.weight)
                 in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
                 in_core = in_core or any(posting[field] for field in CORE_FIELDS)
-        cjk = is_cjk_term(slot.term)
-        matches.append(
-            SlotMatch(slot.mass, credit, slot.known, slot.generic, cjk, in_head, number in in_phrase, in_core)
+        found.append((credit, in_head, in_core))
+    words = _cjk_words(slots, [bool(credit) and not slot.generic for slot, (credit, _, _) in zip(slots, found)])
+    return Evidence(tuple(
+        SlotMatch(
+            slot.mass, credit, slot.known, slot.generic, is_cjk_term(slot.term), in_head,
+            number in in_phrase, in_core, words[number],
         )
-    return Evidence(tuple(matches))
+        for number, (slot, (credit, in_head, in_core)) in enumerate(zip(slots, found))
+    ))
 
 
 def _adjacent_slots(tokens: list[Token], slots: list[_Slot]) -> list[tuple[int, int]]:
@@ -388,14 +396,14 @@ def _query_slots(index: FieldIndex, tokens: list[Token]) -> list[_Slot]:
     n = len(index)
     slots: list[_Slot] = []
     seen: set[str] = set()
-    for token in tokens:
+    for token, run in zip(tokens, _cjk_runs(tokens)):
         if token.term in seen:
             continue
         seen.add(token.term)
         df = index.doc_freq(token.term)
         generic = (token.surface or token.term) in GENERIC_WORDS
         if df:
-            slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term))
+            slots.append(_Slot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term, run))
             continue
         if token.surface is None and not is_cjk_term(token.term):
             continue  # an unknown whole identifier: its parts carry it
@@ -406,6 +414,48 @@ def _query_slots(index: FieldIndex, tokens: list[Token]) -> list[_Slot]:
         else:
             slots.append(_Slot(bm25_idf(n, 0), (), False, generic, token.term))
     return slots
+
+
+def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:
+    """Per token, its CJK run (numbered) and place in it; None for any other token."""
+    runs: list[tuple[int, int] | None] = []
+    number = -1
+    for i, token in enumerate(tokens):
+        if not is_cjk_term(token.term):
+            runs.append(None)
+            continue
+        previous = runs[-1] if runs else None
+        if previous is not None and _chained(tokens[i - 1].term, token.term):
+            runs.append((number, previous[1] + 1))
+        else:
+            number += 1
+            runs.append((number, 0))
+    return runs
+
+
+def _cjk_words(slots: Sequence[_Slot], matched: Sequence[bool]) -> list[float]:
+    """Per slot, the query words it stands for. Matched CJK bigrams that overlap ("エラー": エラ, ラー)
+    hold about half a word each, so one short word does not pass as two matched words."""
+    words = [1.0] * len(slots)
+    spans: dict[int, list[tuple[int, int]]] = {}  # run -> (place, slot) of its matched bigrams
+    for number, (slot, hit) in enumerate(zip(slots, matched)):
+        if hit and slot.run is not None:
+            spans.setdefault(slot.run[0], []).append((slot.run[1], number))
+    for places in spans.values():
+        places.sort()
+        start = 0
+        for end in range(1, len(places) + 1):
+            if end == len(places) or places[end][0] != places[end - 1][0] + 1:
+                span = places[start:end]
+                for _, number in span:
+                    words[number] = math.ceil(len(span) / 2) / len(span)
+                start = end
+    return words
+
+
+def _chained(first: str, second: str) -> bool:
+    # Neighbouring bigrams of one run overlap by a character (エラ, ラー).
+    return len(first) == len(second) == 2 and first[1] == second[0] and is_cjk_term(second)
 
 
 def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:

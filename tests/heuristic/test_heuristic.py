@@ -61,6 +61,20 @@ def test_typo_expansion_scores_below_an_exact_match(make_doc, make_snapshot) -> 
     assert refs(result) == ["mem/b.md"]
 
 
+def test_one_cjk_word_does_not_pass_as_two_matched_words(make_doc, make_snapshot) -> None:
+    incident = make_doc(
+        "ja/incident.md", "障害対応の手順", "本番でエラーが出たら復旧を優先する", "ロールバックしてから原因を調べる"
+    )
+    deploy = make_doc("zh/deploy.md", "发布流程", "生产发布与回滚", "先在预发环境验证")
+    heuristic = FastHeuristic(make_snapshot(incident, deploy))
+    # "エラー" is one word, though its bigrams エラ and ラー both match.
+    assert refs(heuristic.recall("エラー")) == []
+    assert [s.doc.ref for s in heuristic.recall("エラー").ranked] == ["mem/ja/incident.md"]
+    # Two words, each matched apart from the other in one unbroken run, still count as two.
+    assert refs(heuristic.recall("生产发布出问题了，怎么回滚"))[:1] == ["mem/zh/deploy.md"]
+    assert refs(heuristic.recall("本番エラー"))[:1] == ["mem/ja/incident.md"]
+
+
 def test_identifier_query_matches_whole_and_parts(developer_docs, make_snapshot) -> None:
     heuristic = FastHeuristic(make_snapshot(*developer_docs))
     assert refs(heuristic.recall("where is getUserName defined"))[:1] == ["mem/code/style.md"]
