@@ -14,6 +14,7 @@ from memory_store._enrich import (
     prune_enrichment,
     read_enrichment,
     sidecar_path,
+    update_enrichment,
     write_enrichment,
 )
 from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
@@ -43,5 +44,6 @@ __all__ = [
     "prune_enrichment",
     "read_enrichment",
     "sidecar_path",
+    "update_enrichment",
     "write_enrichment",
 ]

@@ -8,6 +8,8 @@ and on the way out.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -15,7 +17,7 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from memory_store._errors import MemoryStoreError
 from memory_store._types import Enrichment
@@ -221,6 +223,42 @@ def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentE
     except OSError as exc:
         raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
     return atomic_write(target, "".join(lines))
+
+
+def update_enrichment(
+    path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None = None
+) -> Path:
+    """Merge ``entries`` into the sidecar at ``path`` and write it atomically; with ``live_paths``
+    (relative paths of the root's memories), drop the entries of memories that are gone.
+
+    Writers of one sidecar (an `enrich` run, a long-lived store's background enrichment) take an
+    flock on a lock file beside it for the read-merge-write, so neither loses the other's entries.
+    Lines that were already corrupt are not carried over.
+    """
+    target = Path(os.path.abspath(os.fspath(path)))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    with _locked(target.with_name(target.name + ".lock")):
+        current, _problems = read_enrichment(target)
+        for entry in entries:
+            current[entry.path] = entry
+        kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
+        return write_enrichment(target, kept)
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot lock {lock_path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> list[EnrichmentEntry]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from memory_store import EnrichmentEntry, MemoryDoc, prune_enrichment, read_enrichment, sidecar_path, write_enrichment
+from memory_store import EnrichmentEntry, MemoryDoc, sidecar_path, update_enrichment
 
 
 def needs_enrichment(doc: MemoryDoc) -> bool:
@@ -20,9 +20,5 @@ def docs_to_enrich(docs: Sequence[MemoryDoc], *, everything: bool = False) -> li
 
 def record_enrichment(root: str, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> None:
     """Merge ``entries`` into the sidecar of ``root``, drop entries of memories that are gone, and
-    write it atomically. Lines that were already corrupt are not carried over."""
-    path = sidecar_path(root)
-    current, _problems = read_enrichment(path)
-    for entry in entries:
-        current[entry.path] = entry
-    write_enrichment(path, prune_enrichment(current.values(), live_paths))
+    write it atomically, locked against other writers. Lines that were already corrupt are not carried over."""
+    update_enrichment(sidecar_path(root), entries, live_paths)

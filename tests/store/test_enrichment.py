@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +24,7 @@ from memory_store import (
     prune_enrichment,
     read_enrichment,
     sidecar_path,
+    update_enrichment,
     write_enrichment,
 )
 
@@ -264,3 +267,39 @@ def test_store_without_enrichment_ignores_sidecar_changes(root: Path, open_store
     write(root / "b.md", memory())  # a later event to wait on
     snapshot = wait_until(store, lambda s: "mem/b.md" in s.docs)
     assert snapshot.docs["mem/a.md"].enrichment is None
+
+
+_WRITER = """
+import sys
+from memory_store import EnrichmentEntry, update_enrichment
+path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.stdin.read()  # start together
+for i in range(count):
+    update_enrichment(path, [EnrichmentEntry(f"{name}-{i}.md", "0" * 64, (f"k{i}",))])
+"""
+
+
+def test_concurrent_writers_keep_each_others_entries(tmp_path: Path) -> None:
+    path = tmp_path / "root" / SIDECAR_PATH
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), f"w{n}", "40"], stdin=subprocess.PIPE, text=True
+        )
+        for n in range(4)
+    ]
+    for writer in writers:
+        writer.stdin.close()  # type: ignore[union-attr]
+    assert [writer.wait(timeout=60) for writer in writers] == [0, 0, 0, 0]
+    entries, problems = read_enrichment(path)
+    assert problems == []
+    assert sorted(entries) == sorted(f"w{n}-{i}.md" for n in range(4) for i in range(40))
+
+
+def test_update_merges_replaces_and_prunes(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    update_enrichment(path, [EnrichmentEntry("a.md", "0" * 64, ("old",)), EnrichmentEntry("b.md", "1" * 64, ("b",))])
+    update_enrichment(path, [EnrichmentEntry("a.md", "2" * 64, ("new",))])
+    entries, _ = read_enrichment(path)
+    assert {rel: e.keywords for rel, e in entries.items()} == {"a.md": ("new",), "b.md": ("b",)}
+    update_enrichment(path, [], live_paths=["a.md"])
+    assert sorted(read_enrichment(path)[0]) == ["a.md"]
