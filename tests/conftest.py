@@ -6,7 +6,23 @@ from typing import Iterator
 
 import pytest
 
-from recall_kit.testing import LlamaServer, RealModelUnavailable
+from recall_kit._chat import _ENDPOINT_MODES
+from recall_kit.testing import LlamaServer, RealModelUnavailable, ScriptedChatServer
+
+
+@pytest.fixture(autouse=True)
+def forget_endpoint_modes() -> Iterator[None]:
+    """Loopback ports get reused between tests: start each test with no remembered response_format."""
+    _ENDPOINT_MODES.clear()
+    yield
+    _ENDPOINT_MODES.clear()
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    """A scripted OpenAI-compatible chat server on loopback."""
+    with ScriptedChatServer() as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")
