@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from recall_kit import ConfigError, ModelSelector, SelectorConfig, load_selector_config
+from recall_kit import ModelSelector, SelectorConfig
 from recall_kit_cli._format import InputError, parse_number_list
+from recall_kit_cli._settings import selector_config
 from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
@@ -138,10 +139,7 @@ def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) ->
 
 
 def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
-    try:
-        config = load_selector_config(base_url=base_url, model=model, timeout=timeout)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    config = selector_config(base_url=base_url, model=model, timeout=timeout)
     if not config.configured:
         raise InputError(f"the refined phase needs --base-url and --model (missing {' and '.join(config.missing())})")
     return config

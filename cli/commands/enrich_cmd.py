@@ -12,15 +12,13 @@ import click
 
 from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit import (
-    ConfigError,
     Enricher,
     EnrichmentResult,
     SelectorConfig,
     docs_to_enrich,
-    load_selector_config,
     record_enrichment,
 )
-from recall_kit_cli._settings import resolve_roots, root_option
+from recall_kit_cli._settings import resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 
 EXIT_SOME_FAILED = 1
@@ -90,10 +88,7 @@ def enrich(
 
 
 def _config(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
-    try:
-        config = load_selector_config(base_url=base_url, model=model, timeout=timeout)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    config = selector_config(base_url=base_url, model=model, timeout=timeout)
     if not config.configured:
         raise InputError(
             f"no model configured (missing {' and '.join(config.missing())}; use --base-url/--model, "
