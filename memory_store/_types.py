@@ -48,7 +48,7 @@ class MemoryDoc:
 
 
 Source = TypeVar("Source")
-_BUILD_LOCK = threading.Lock()  # so every reader of a deferred doc gets the one object built
+_BUILD_LOCK = threading.RLock()  # one object per deferred doc; reentrant, so a build may load another
 
 
 class DeferredDoc(Generic[Source]):
