@@ -1,7 +1,7 @@
 """Markdown memory store: parsing, scanning, watching, immutable snapshots."""
 
 from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
-from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, Enrichment, LoadError, MemoryDoc, Snapshot
+from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, DeferredDoc, Enrichment, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
 from memory_store._enrich import (
     MAX_KEYWORD_CHARS,
@@ -29,6 +29,7 @@ __all__ = [
     "MAX_SCENARIO_CHARS",
     "MEMORY_TYPES",
     "SIDECAR_PATH",
+    "DeferredDoc",
     "Enrichment",
     "EnrichmentEntry",
     "LoadError",

@@ -16,12 +16,13 @@ from typing import Callable, Union
 
 from memory_store._errors import MemoryParseError
 from memory_store._parse import parse_memory
-from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc
+from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc, StoredDoc
 
-Entry = Union[MemoryDoc, LoadError]
+Read = Union[MemoryDoc, LoadError]  # what reading one file gives
+Entry = Union[StoredDoc, LoadError]  # ... or a caller's cache stood in for reading it
 
 # (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
-Reuse = Callable[[str, int, int], Union[MemoryDoc, None]]
+Reuse = Callable[[str, int, int], Union[StoredDoc, None]]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO must not hang us
@@ -150,6 +151,7 @@ def _read_folder(
     except OSError as exc:
         found[folder_rel or "."] = _folder_error(root, folder_rel, exc)
         return subfolders
+    folder_prefix = os.path.join(root.abspath(folder_rel), "")  # abspaths for reuse, joined once per folder
     for name, is_dir, is_link in listed:
         if name.startswith("."):
             continue
@@ -160,7 +162,7 @@ def _read_folder(
             if (err := symlinked_folder_error(root, rel, root_real)) is not None:
                 found[rel] = err
         elif is_memory_name(name):
-            if reuse is not None and not is_link and (doc := _reused(root, fd, name, rel, reuse)) is not None:
+            if reuse is not None and not is_link and (doc := _reused(fd, name, folder_prefix, reuse)) is not None:
                 found[rel] = doc
                 continue
             found[rel] = read_at(root, root_fd, fd, rel, "symlink" if is_link else "file", max_bytes, root_real)
@@ -169,17 +171,17 @@ def _read_folder(
     return subfolders
 
 
-def _reused(root: Root, fd: int, name: str, rel: str, reuse: Reuse) -> MemoryDoc | None:
+def _reused(fd: int, name: str, folder_prefix: str, reuse: Reuse) -> StoredDoc | None:
     try:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except OSError:
         return None  # reading it reports the problem
     if not stat.S_ISREG(info.st_mode):
         return None
-    return reuse(root.abspath(rel), info.st_size, info.st_mtime_ns)
+    return reuse(folder_prefix + name, info.st_size, info.st_mtime_ns)
 
 
-def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Entry:
+def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Read:
     """Read one path reported by the watcher; its folders are walked from the root without following symlinks."""
     try:
         root_fd = open_root(root)
@@ -203,7 +205,7 @@ def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Entry:
         os.close(root_fd)
 
 
-def read_at(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Entry:
+def read_at(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Read:
     """Read and parse one listed file in its open parent folder; every failure becomes a LoadError."""
     try:
         return _read(root, root_fd, parent_fd, rel, kind, max_bytes, root_real)
@@ -233,7 +235,7 @@ def _folder_error(root: Root, rel: str, exc: OSError) -> LoadError:
     return LoadError(root.label, rel or ".", f"unreadable folder: {reason}")
 
 
-def _read(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Entry:
+def _read(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Read:
     if kind == "other":
         return LoadError(root.label, rel, "not a regular file")
     abspath = root.abspath(rel)

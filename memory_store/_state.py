@@ -26,7 +26,7 @@ from memory_store._scan import (
     symlinked_folder_error,
     walk,
 )
-from memory_store._types import LoadError, MemoryDoc, Snapshot
+from memory_store._types import DeferredDoc, Docs, LoadError, MemoryDoc, Snapshot, StoredDoc
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # the path is not a folder we may enter (any more)
 _SIDECAR_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -58,7 +58,7 @@ class StoreState:
         self._enrichment: dict[str, dict[str, EnrichmentEntry]] = {root.label: {} for root in roots}
         self._sidecar_errors: dict[str, list[str]] = {root.label: [] for root in roots}
         self._missing: dict[str, LoadError] = {}
-        self._docs: dict[str, MemoryDoc] = {}  # as published: with fresh enrichment attached
+        self._docs: dict[str, StoredDoc] = {}  # as published: with fresh enrichment attached
         self._errors: dict[str, LoadError] = {}
         self._touched: set[str] = set()
         self._published: Snapshot | None = None
@@ -186,19 +186,23 @@ class StoreState:
         entries = self._entries[label]
         for rel in old.keys() | new.keys():
             raw = entries.get(rel)
-            if old.get(rel) == new.get(rel) or not isinstance(raw, MemoryDoc):
+            if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, LoadError):
                 continue
             ref = f"{label}/{rel}"
-            enriched = self._enriched(label, raw)
+            enriched = self._enriched(label, rel, raw)
             if enriched.enrichment != self._docs[ref].enrichment:
                 self._docs[ref] = enriched
                 self._touched.add(ref)
 
-    def _enriched(self, label: str, doc: MemoryDoc) -> MemoryDoc:
-        entry = self._enrichment[label].get(doc.path)
-        if entry is None or entry.sha256 != doc.content_hash:  # none, or stale: written for other bytes
+    def _enriched(self, label: str, rel: str, doc: StoredDoc) -> StoredDoc:
+        entry = self._enrichment[label].get(rel)
+        # none, or stale (written for other bytes): no enrichment
+        fresh = entry.enrichment if entry is not None and entry.sha256 == doc.content_hash else None
+        if isinstance(doc, DeferredDoc):
+            return doc if doc.enrichment == fresh else doc.with_enrichment(fresh)
+        if fresh is None:
             return doc if doc.enrichment is None else dataclasses.replace(doc, enrichment=None)
-        return dataclasses.replace(doc, enrichment=entry.enrichment)
+        return dataclasses.replace(doc, enrichment=fresh)
 
     # --- snapshots ---------------------------------------------------------------
 
@@ -210,7 +214,7 @@ class StoreState:
             removed: frozenset[str] = frozenset()
         else:
             # Identity, not equality: an unchanged doc keeps its object, and a deep compare could cost anything.
-            changed = frozenset(r for r in self._touched if r in self._docs and self._docs[r] is not prev.docs.get(r))
+            changed = frozenset(r for r in self._touched if r in self._docs and self._docs[r] is not _stored(prev, r))
             removed = frozenset(r for r in self._touched if r not in self._docs and r in prev.docs)
         errors = tuple(sorted(self._errors.values(), key=lambda e: (e.scope, e.path)))
         self._touched.clear()
@@ -241,7 +245,7 @@ class StoreState:
         if isinstance(entry, LoadError):
             self._errors[ref] = entry
         else:
-            self._docs[ref] = self._enriched(root.label, entry)
+            self._docs[ref] = self._enriched(root.label, rel, entry)
 
     def _drop_under(self, root: Root, rel: str) -> None:
         """A path vanished: drop it, and anything below it if it was a folder."""
@@ -262,10 +266,23 @@ class StoreState:
             del self._errors[f"{root.label}/{root.path}"]
 
 
+def _stored(snapshot: Snapshot, ref: str) -> StoredDoc | None:
+    try:
+        return snapshot.docs.stored(ref) if isinstance(snapshot.docs, Docs) else snapshot.docs[ref]
+    except KeyError:
+        return None
+
+
 def _same(old: Entry | None, new: Entry | None) -> bool:
     """Cheap equality: a doc is the same when its source and bytes are; never compare parsed structures."""
     if old is new:
         return True
+    if old is None or new is None:
+        return False
+    if isinstance(old, DeferredDoc):
+        old = old.load()
+    if isinstance(new, DeferredDoc):
+        new = new.load()
     if isinstance(old, MemoryDoc) and isinstance(new, MemoryDoc):
         return (old.content_hash, old.size, old.mtime, old.abspath) == (
             new.content_hash,

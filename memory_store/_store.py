@@ -79,6 +79,7 @@ class MemoryStore:
         ``reuse(abspath, size, mtime_ns)`` is asked before each regular file of the first
         scan is read: a doc it returns stands in for reading and parsing that file (a
         caller's cache of unchanged files). Fresh enrichment is attached to it as to any doc.
+        A ``DeferredDoc`` it returns is built only when a reader first looks at it.
         """
         resolved = _resolve_roots(roots)
         sidecars = _resolve_sidecars(resolved, enrichment)

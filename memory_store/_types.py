@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, KeysView, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Generic, TypeVar, Union
 
 MEMORY_TYPES = frozenset({"user", "feedback", "project", "reference"})
 INDEX_FILE_NAME = "MEMORY.md"  # the index of a memory folder, not a memory itself
@@ -45,6 +47,86 @@ class MemoryDoc:
         return f"{self.scope}/{self.path}"
 
 
+Source = TypeVar("Source")
+_BUILD_LOCK = threading.RLock()  # one object per deferred doc; reentrant, so a build may load another
+
+
+class DeferredDoc(Generic[Source]):
+    """A memory a caller can build without reading its file (from its own cache), built on first access.
+
+    ``build(source)`` must return the doc parsed from exactly the bytes the store listed; the
+    store attaches fresh enrichment itself, so what ``build`` attaches is replaced. ``content_hash``
+    lets the store match the sidecar without building the doc.
+    """
+
+    __slots__ = ("content_hash", "enrichment", "_build", "_source", "_doc")
+
+    def __init__(
+        self, content_hash: str, build: Callable[[Source], MemoryDoc], source: Source, enrichment: Enrichment | None = None
+    ) -> None:
+        self.content_hash = content_hash
+        self.enrichment = enrichment
+        self._build = build
+        self._source = source
+        self._doc: MemoryDoc | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._doc is not None
+
+    def load(self) -> MemoryDoc:
+        """The doc, built once."""
+        doc = self._doc
+        if doc is None:
+            with _BUILD_LOCK:
+                doc = self._doc
+                if doc is None:
+                    doc = self._build(self._source)
+                    if doc.enrichment != self.enrichment:
+                        doc = dataclasses.replace(doc, enrichment=self.enrichment)
+                    self._doc = doc
+        return doc
+
+    def with_enrichment(self, enrichment: Enrichment | None) -> DeferredDoc[Source]:
+        """The same doc, still deferred, with other enrichment."""
+        return DeferredDoc(self.content_hash, self._build, self._source, enrichment)
+
+
+StoredDoc = Union[MemoryDoc, DeferredDoc[Any]]
+
+
+class Docs(Mapping[str, MemoryDoc]):
+    """A snapshot's read-only ref -> doc mapping; a deferred doc is built when it is first looked at."""
+
+    __slots__ = ("_stored",)
+
+    def __init__(self, stored: dict[str, StoredDoc]) -> None:
+        self._stored = stored  # never changed after this
+
+    def __getitem__(self, ref: str) -> MemoryDoc:
+        stored = self._stored[ref]
+        return stored.load() if isinstance(stored, DeferredDoc) else stored
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self._stored
+
+    def keys(self) -> KeysView[str]:
+        return self._stored.keys()  # the dict's own view: set operations at C speed
+
+    def __repr__(self) -> str:
+        return f"<Docs: {len(self._stored)} memories>"
+
+    def stored(self, ref: str) -> StoredDoc:
+        """The doc as held, deferred or built (KeyError when absent)."""
+        return self._stored[ref]
+
+
 @dataclass(frozen=True, slots=True)
 class LoadError:
     """A file that was skipped, with a one-line reason."""
@@ -67,7 +149,7 @@ class Snapshot:
     """
 
     version: int
-    docs: Mapping[str, MemoryDoc]  # ref -> doc, read-only
+    docs: Mapping[str, MemoryDoc]  # ref -> doc, read-only (a Docs when built by the store)
     errors: tuple[LoadError, ...]
     changed: frozenset[str] = field(default_factory=frozenset)
     removed: frozenset[str] = field(default_factory=frozenset)
@@ -75,9 +157,16 @@ class Snapshot:
     @staticmethod
     def build(
         version: int,
-        docs: Mapping[str, MemoryDoc],
+        docs: Mapping[str, StoredDoc],
         errors: tuple[LoadError, ...],
         changed: frozenset[str] = frozenset(),
         removed: frozenset[str] = frozenset(),
     ) -> "Snapshot":
-        return Snapshot(version, MappingProxyType(dict(docs)), errors, changed, removed)
+        """A snapshot of a copy of ``docs``, whose deferred docs stay deferred."""
+        stored = dict(docs._stored) if isinstance(docs, Docs) else dict(docs)
+        return Snapshot(version, Docs(stored), errors, changed, removed)
+
+    def enrichments(self) -> dict[str, Enrichment]:
+        """ref -> enrichment of every enriched doc, without building deferred docs."""
+        stored: Mapping[str, StoredDoc] = self.docs._stored if isinstance(self.docs, Docs) else self.docs
+        return {ref: doc.enrichment for ref, doc in stored.items() if doc.enrichment is not None}

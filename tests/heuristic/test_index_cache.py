@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from memory_store import DeferredDoc
 from recall_kit import open_indexed
-from recall_kit._index_cache import _MAGIC, _VERSION_LINE
+from recall_kit._index_cache import _MAGIC, _SIZES_LINE, _SIZES_LEN, _VERSION_LINE, _aligned, _load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "memories"
 QUERIES = ["deploy to kubernetes with helm", "python tooling uv ruff", "postgres migrations", "sourdough"]
@@ -96,17 +97,51 @@ def test_a_damaged_or_foreign_cache_is_ignored_and_rebuilt(store: Path, cache_di
     assert open_indexed([store], cache_dir=cache_dir).reused == len(rebuilt.snapshot.docs)
 
 
-def test_a_checksummed_payload_of_the_wrong_shape_is_ignored(store: Path, cache_dir: Path) -> None:
-    import hashlib
+def write_checksummed(path: Path, table: object, raw: bytes) -> None:
+    """A cache file whose header and CRC check out, holding ``table`` and ``raw`` as given."""
     import marshal
+    import zlib
 
+    start = len(_MAGIC) + len(_VERSION_LINE) + _SIZES_LEN
+    packed = marshal.dumps(table)
+    payload = packed + bytes(_aligned(start + len(packed)) - start - len(packed)) + raw
+    sizes = _SIZES_LINE.format(crc=zlib.crc32(payload), table=len(packed)).encode()
+    path.write_bytes(_MAGIC + _VERSION_LINE + sizes + payload)
+
+
+def test_a_checksummed_payload_of_the_wrong_shape_is_ignored(store: Path, cache_dir: Path) -> None:
     open_indexed([store], cache_dir=cache_dir)
-    payload = marshal.dumps({"files": {str(store / "x.md"): ("a", "b")}, "index": {"refs": 3}})
-    digest = hashlib.sha256(payload).hexdigest().encode()
-    cache_file(cache_dir).write_bytes(_MAGIC + _VERSION_LINE + digest + b"\n" + payload)
+    write_checksummed(cache_file(cache_dir), {"files": {str(store / "x.md"): ("a", "b")}, "index": {"refs": 3}}, b"")
     rebuilt = open_indexed([store], cache_dir=cache_dir)
     assert rebuilt.reused == 0
     assert_same_as_fresh(rebuilt, store)
+
+
+def test_offsets_outside_the_file_are_never_followed(store: Path, cache_dir: Path) -> None:
+    open_indexed([store], cache_dir=cache_dir)
+    path = cache_file(cache_dir)
+    loaded = _load(path)
+    assert loaded is not None
+    table, raw = loaded
+    some = sorted(table["files"])[:3]
+    for abspath in some:  # blobs past the end, before the start, or of a negative length
+        entry = table["files"][abspath]
+        table["files"][abspath] = (*entry[:5], [(len(raw), 10), (-5, 3), (0, -1)][some.index(abspath)])
+    table["arrays"]["term_docs"] = (len(raw) - 4, 64)  # the index's postings cut short
+    write_checksummed(path, table, bytes(raw))
+    rebuilt = open_indexed([store], cache_dir=cache_dir)
+    assert rebuilt.reused == len(rebuilt.snapshot.docs) - 3  # those three files were read
+    assert_same_as_fresh(rebuilt, store)
+
+
+def test_a_hit_builds_only_the_docs_a_query_looks_at(store: Path, cache_dir: Path) -> None:
+    open_indexed([store], cache_dir=cache_dir)
+    hit = open_indexed([store], cache_dir=cache_dir)
+    docs = hit.snapshot.docs
+    stored = [docs.stored(ref) for ref in docs]  # type: ignore[attr-defined]
+    assert all(isinstance(doc, DeferredDoc) and not doc.built for doc in stored)
+    ranked = hit.heuristic.rank(QUERIES[0])[0]
+    assert ranked and {s.doc.ref for s in ranked} == {ref for ref, doc in zip(docs, stored) if doc.built}
 
 
 def test_processes_writing_at_once_leave_one_valid_cache(store: Path, cache_dir: Path) -> None:
