@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class FieldIndex:
         self._delta_surfaces: dict[int, dict[int, None]] = {}  # surface id -> doc ids
         self._delta_docs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # doc id -> term, surface ids
         self._delta_postings = 0
-        self._buckets: dict[tuple[str, int], list[str]] | None = None  # (first char, length) -> words
+        self._buckets: _Shelves | None = None  # surface words by first character and length, built on first use
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -286,7 +287,7 @@ class FieldIndex:
             surface_id = self.surface_ids[word] = len(self.surface_words)
             self.surface_words.append(word)
             if self._buckets is not None:
-                self._buckets.setdefault(_bucket(word), []).append(word)
+                self._buckets.add(word)
         return surface_id
 
     def _grow(self) -> int:
@@ -382,10 +383,10 @@ class FieldIndex:
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
         if self._buckets is None:
-            self._buckets = {}
-            for word in self.surface_words:
-                self._buckets.setdefault(_bucket(word), []).append(word)
-        return list(chain.from_iterable(self._buckets.get((first, length), ()) for length in lengths))
+            self._buckets = _Shelves(self.surface_words)
+        if isinstance(lengths, range) and lengths.step == 1:
+            return self._buckets.between(first, lengths.start, lengths.stop - 1)
+        return [word for length in lengths for word in self._buckets.between(first, length, length)]
 
     def surface_doc_count(self, word: str) -> int:
         """How many documents hold ``word`` as a surface word."""
@@ -514,5 +515,25 @@ def _check_packed(packed: _Packed, n_keys: int, n_docs: int) -> None:
         raise ValueError("index state: postings out of order")
 
 
-def _bucket(surface: str) -> tuple[str, int]:
-    return surface[:1], len(surface)
+class _Shelves:
+    """Words by first character, each shelf sorted by length: a run of lengths is one list slice."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        grouped: dict[str, list[str]] = {}
+        for word in words:
+            grouped.setdefault(word[:1], []).append(word)
+        self._words = {first: sorted(shelf, key=len) for first, shelf in grouped.items()}
+        self._lengths = {first: [len(word) for word in shelf] for first, shelf in self._words.items()}
+
+    def add(self, word: str) -> None:
+        words, lengths = self._words.setdefault(word[:1], []), self._lengths.setdefault(word[:1], [])
+        at = bisect_right(lengths, len(word))
+        words.insert(at, word)
+        lengths.insert(at, len(word))
+
+    def between(self, first: str, shortest: int, longest: int) -> list[str]:
+        """The words starting with ``first`` of ``shortest`` to ``longest`` characters."""
+        lengths = self._lengths.get(first)
+        if not lengths:
+            return []
+        return self._words[first][bisect_left(lengths, shortest) : bisect_right(lengths, longest)]
