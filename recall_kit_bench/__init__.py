@@ -27,6 +27,7 @@ from recall_kit_bench._evaluation import (
 from recall_kit_bench._enriched_latency import (
     EnrichedLatencyRow,
     HeadSize,
+    enrichment_vocabulary,
     generated_enrichment,
     measure_enriched_latency,
     read_generated_store,
@@ -75,6 +76,7 @@ __all__ = [
     "ToolUsingReport",
     "dataset_sidecar",
     "enriched_docs",
+    "enrichment_vocabulary",
     "fast_deliver",
     "fold_of",
     "generated_enrichment",

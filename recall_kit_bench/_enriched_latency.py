@@ -52,7 +52,7 @@ def enrichment_vocabulary(vocabulary: Sequence[str], seed: int = 17) -> list[str
     """The memories' content words interleaved with as many words no memory holds, most frequent first."""
     stop = set(_FUNCTION_WORDS)
     own = [word for word in vocabulary if word not in stop]
-    held = set(vocabulary)
+    held = set(vocabulary) | stop
     new = [word for word in generated_vocabulary(len(vocabulary) + 2 * NEW_WORDS, seed) if word not in held]
     new = new[:NEW_WORDS]
     return [word for pair in itertools.zip_longest(own, new) for word in pair if word is not None]
