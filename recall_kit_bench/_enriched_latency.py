@@ -45,7 +45,7 @@ _REQUEST_OPENINGS = (
 NEW_WORDS = VOCABULARY_SIZE  # words only enrichment uses: the enrichment vocabulary is twice the memories'
 GENERATOR_MODEL = "generated"  # the sidecar's informational model name
 
-Placement = Literal["sidecar", "frontmatter"]
+EnrichmentPlacement = Literal["sidecar", "frontmatter"]  # where generated enrichment is written
 
 
 def enrichment_vocabulary(vocabulary: Sequence[str], seed: int = 17) -> list[str]:
@@ -81,7 +81,7 @@ def generated_enrichment(n_docs: int, vocabulary: Sequence[str], seed: int = 19)
 
 
 def write_enriched_store(
-    root: Path, n_docs: int, *, placement: Placement = "sidecar", vocabulary: Sequence[str] | None = None
+    root: Path, n_docs: int, *, placement: EnrichmentPlacement = "sidecar", vocabulary: Sequence[str] | None = None
 ) -> Snapshot:
     """Write ``generated_snapshot``'s memories under ``root`` with generated enrichment: in the root's
     sidecar (keyed by path and SHA-256 of each file's bytes) or in each file's frontmatter.
