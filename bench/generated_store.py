@@ -1,10 +1,12 @@
 """A deterministic generated memory store on disk: markdown files of about 2 KB each.
 
-    .venv/bin/python bench/generated_store.py DEST --count 2000 [--seed 7]
+    .venv/bin/python bench/generated_store.py DEST --count 2000 [--seed 7] [--enriched]
 
 The words follow a Zipf distribution over English words, pseudo-words and code identifiers
 (snake_case, camelCase, dotted.names, kebab-case), so the tokenizer sees the mix a developer's
-memories hold: a vocabulary far smaller than the token stream, with a long tail.
+memories hold: a vocabulary far smaller than the token stream, with a long tail. ``--enriched``
+also writes the root's enrichment sidecar as write-time enrichment would: 12-20 search keys and
+3 example requests per memory, keyed by each file's path and SHA-256.
 """
 
 from __future__ import annotations
@@ -108,15 +110,37 @@ def write_store(dest: Path, count: int, seed: int = 7) -> list[Path]:
     return paths
 
 
+def write_sidecar(dest: Path, paths: list[Path], seed: int = 7) -> Path:
+    """The enrichment sidecar for the memories at ``paths`` (under ``dest``), from a vocabulary twice the store's."""
+    import hashlib
+
+    from memory_store import EnrichmentEntry, sidecar_path, write_enrichment
+    from recall_kit_bench import enrichment_vocabulary, generated_enrichment
+
+    enrichments = generated_enrichment(len(paths), enrichment_vocabulary(vocabulary(seed)), seed + 2)
+    entries = [
+        EnrichmentEntry(
+            path.relative_to(dest).as_posix(), hashlib.sha256(path.read_bytes()).hexdigest(),
+            enrichment.keywords, enrichment.usage_scenarios, "generated",
+        )
+        for path, enrichment in zip(paths, enrichments)
+    ]
+    return write_enrichment(sidecar_path(dest), entries)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dest", type=Path)
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--enriched", action="store_true", help="also write the root's enrichment sidecar")
     args = parser.parse_args()
     paths = write_store(args.dest, args.count, args.seed)
     total = sum(p.stat().st_size for p in paths)
     print(f"{len(paths)} memories, {total / 1e6:.1f} MB under {args.dest}")
+    if args.enriched:
+        sidecar = write_sidecar(args.dest, paths, args.seed)
+        print(f"enrichment sidecar: {sidecar.stat().st_size / 1e6:.1f} MB at {sidecar}")
 
 
 if __name__ == "__main__":

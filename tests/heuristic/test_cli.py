@@ -83,9 +83,24 @@ def test_bench_latency_on_small_generated_stores() -> None:
     assert result.exit_code == 0, result.output
     sizes = json.loads(result.output)["sizes"]
     assert [row["docs"] for row in sizes] == [20, 50]
+    assert "enriched" not in sizes[0]  # the enriched comparison is only run when asked for
     for row in sizes:
         assert {"p50", "p99"} <= row["fast_ms"].keys() and {"p50", "p99"} <= row["update_ms"].keys()
         assert row["rank_bm25_ms"]["p50"] >= 0
+
+
+def test_bench_latency_enriched_times_the_same_store_with_and_without_its_sidecar() -> None:
+    result = CliRunner().invoke(cli, ["bench", "latency", "--docs", "30", "--enriched", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["enriched"]
+    assert row["docs"] == 30 and row["enriched_docs"] == 30
+    assert row["head_words"]["enriched"] > 2.5 * row["head_words"]["unenriched"] > 0
+    for side in ("unenriched", "enriched"):
+        for timing in ("fast_ms", "fast_cpu_ms"):
+            assert 0 < row[side][timing]["p50"] <= row[side][timing]["p99"] <= row[side][timing]["max"]
+    text = CliRunner().invoke(cli, ["bench", "latency", "--docs", "30", "--enriched"])
+    assert text.exit_code == 0 and "enriched p50" in text.output
+    assert text.output.splitlines()[1].split()[0] == "30"
 
 
 def test_bench_latency_rejects_bad_sizes() -> None:

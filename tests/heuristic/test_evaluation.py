@@ -1,15 +1,19 @@
-"""Delivery metrics, dataset loading and the plain baseline, on a small dataset on disk."""
+"""Delivery metrics, dataset loading and the plain baseline, on a small dataset on disk; the generated
+enriched store the latency bench reads."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from memory_store import sidecar_path
 from recall_kit import FastHeuristic
 from recall_kit_bench import (
     EvalQuery,
+    HeadSize,
     PlainBaseline,
     QueryOutcome,
     fast_deliver,
@@ -18,7 +22,9 @@ from recall_kit_bench import (
     metrics,
     metrics_by_kind,
     percentiles,
+    read_generated_store,
     run,
+    write_enriched_store,
 )
 
 MEMORIES = {
@@ -108,3 +114,63 @@ def test_folds_are_stable_and_percentiles_use_nearest_rank() -> None:
     assert {fold_of(f"q{i}", 5) for i in range(100)} == set(range(5))
     assert percentiles([float(i) for i in range(1, 101)]).as_dict() == {"p50": 50.0, "p99": 99.0, "max": 100.0}
     assert percentiles([]).as_dict() == {"p50": 0.0, "p99": 0.0, "max": 0.0}
+
+
+def _enrichment_only_words(root: Path, snapshot_docs: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Single-word keywords no memory file holds -> the refs whose enrichment has them."""
+    in_files = {word for file in root.rglob("*.md") for word in re.findall(r"\w+", file.read_text().lower())}
+    holders: dict[str, set[str]] = {}
+    for ref, keywords in snapshot_docs.items():
+        for keyword in keywords:
+            if " " not in keyword and keyword not in in_files:
+                holders.setdefault(keyword, set()).add(ref)
+    return holders
+
+
+def test_generated_enrichment_reaches_the_index_through_the_sidecar(tmp_path: Path) -> None:
+    write_enriched_store(tmp_path, 40)
+    plain, enriched = read_generated_store(tmp_path, enrichment=False), read_generated_store(tmp_path, enrichment=True)
+    assert sidecar_path(tmp_path).is_file() and set(plain.docs) == set(enriched.docs) and len(enriched.docs) == 40
+    assert all(doc.enrichment is None and not doc.keywords for doc in plain.docs.values())
+    assert all(doc.enrichment is not None and len(doc.enrichment.usage_scenarios) == 3 for doc in enriched.docs.values())
+    holders = _enrichment_only_words(
+        tmp_path, {ref: set(doc.enrichment.keywords) for ref, doc in enriched.docs.items() if doc.enrichment}
+    )
+    word, refs = min(holders.items(), key=lambda item: (len(item[1]), item[0]))
+    heuristic = FastHeuristic(enriched)
+    sidecar_path(tmp_path).unlink()  # what was read at open is in the index: no query reads the sidecar
+    ranked, evidence, _ = heuristic.rank(word)
+    assert {scored.doc.ref for scored in ranked} == refs
+    slot = evidence[0].slots[0]
+    assert slot.credit == 1.0 and slot.in_head and not slot.in_core  # matched in the sidecar's fields only
+    _, plain_evidence, _ = FastHeuristic(plain).rank(word)
+    assert all(found.slots[0].credit < 1.0 for found in plain_evidence)  # at best a typo's near neighbour
+
+
+def test_generated_enrichment_makes_head_fields_about_three_times_longer(tmp_path: Path) -> None:
+    write_enriched_store(tmp_path, 60)
+    plain = HeadSize.of(read_generated_store(tmp_path, enrichment=False))
+    enriched = HeadSize.of(read_generated_store(tmp_path, enrichment=True))
+    assert 2.5 <= enriched.words / plain.words <= 4.0
+    assert 2.5 <= enriched.chars / plain.chars <= 5.0
+
+
+def test_generated_enrichment_in_frontmatter_counts_as_the_authors(tmp_path: Path) -> None:
+    write_enriched_store(tmp_path / "side", 20)
+    write_enriched_store(tmp_path / "front", 20, placement="frontmatter")
+    assert not sidecar_path(tmp_path / "front").exists()
+    side, front = (read_generated_store(tmp_path / name, enrichment=True) for name in ("side", "front"))
+    for ref, doc in front.docs.items():
+        assert doc.enrichment is None and side.docs[ref].enrichment is not None
+        assert (doc.keywords, doc.usage_scenarios) == (
+            side.docs[ref].enrichment.keywords, side.docs[ref].enrichment.usage_scenarios,
+        )
+    word = sorted(front.docs.values(), key=lambda doc: doc.ref)[0].keywords[0].split()[0]
+    ranked, evidence, _ = FastHeuristic(front).rank(word)
+    assert ranked and evidence[0].slots[0].in_core
+
+
+def test_generated_enriched_store_is_the_same_bytes_each_time(tmp_path: Path) -> None:
+    write_enriched_store(tmp_path / "a", 15)
+    write_enriched_store(tmp_path / "b", 15)
+    assert sidecar_path(tmp_path / "a").read_bytes() == sidecar_path(tmp_path / "b").read_bytes()

@@ -177,3 +177,33 @@ def _saved_index() -> dict:
 def test_a_saved_state_that_does_not_fit_together_is_refused(damage) -> None:
     with pytest.raises((ValueError, KeyError)):
         FieldIndex.from_state(damage(_saved_index()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=CORPUS, query=st.lists(WORDS, min_size=2, max_size=5, unique=True))
+def test_a_query_scores_each_document_as_its_terms_scores_summed_in_query_order(corpus, query) -> None:
+    index = single_field_index(corpus)
+    together = dict((hit.ref, hit.score) for hit in index.score([QueryTerm(t) for t in query], limit=1000)[0])
+    alone = [dict((hit.ref, hit.score) for hit in index.score([QueryTerm(t)], limit=1000)[0]) for t in query]
+    for ref, score in together.items():
+        expected = 0.0
+        for scores in alone:
+            expected += scores.get(ref, 0.0)
+        assert score == expected  # exactly: the same additions in the same order
+
+
+SURFACES = st.text(alphabet="abcé", min_size=1, max_size=7)
+
+
+@settings(max_examples=100, deadline=None)
+@given(first=st.lists(SURFACES, max_size=30), later=st.lists(SURFACES, max_size=30), lo=st.integers(0, 8), span=st.integers(0, 3))
+def test_surface_candidates_after_additions_equal_a_scan_of_every_surface_word(first, later, lo, span) -> None:
+    index = FieldIndex((1.0,))
+    index.add("d0", [["x"]], first)
+    index.surface_candidates("a", range(1, 3))  # the shelves exist before the later words arrive
+    index.add("d1", [["y"]], later)
+    for initial in "abcé":
+        words = [word for word in index.surface_words if word[:1] == initial and lo <= len(word) <= lo + span]
+        assert sorted(index.surface_candidates(initial, range(lo, lo + span + 1))) == sorted(words)
+        listed = [word for length in (lo, lo + span) for word in index.surface_words if word[:1] == initial and len(word) == length]
+        assert sorted(index.surface_candidates(initial, [lo, lo + span])) == sorted(listed)
