@@ -18,7 +18,7 @@ from memory_store._enrich import (
     write_enrichment,
 )
 from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
-from memory_store._write import atomic_write
+from memory_store._write import atomic_write, file_lock
 
 __all__ = [
     "DEFAULT_DEBOUNCE_MS",
@@ -40,6 +40,7 @@ __all__ = [
     "RecallKitError",
     "Snapshot",
     "atomic_write",
+    "file_lock",
     "clean_terms",
     "parse_memory",
     "prune_enrichment",

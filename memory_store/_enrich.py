@@ -8,8 +8,6 @@ and on the way out.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -17,11 +15,11 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from memory_store._errors import MemoryStoreError
 from memory_store._types import Enrichment
-from memory_store._write import atomic_write
+from memory_store._write import atomic_write, file_lock
 
 SIDECAR_PATH = ".recall-kit/enrichment.jsonl"  # relative to a root; hidden, so never scanned as a memory
 MAX_KEYWORDS = 32
@@ -240,25 +238,12 @@ def update_enrichment(
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
-    with _locked(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         current, _problems = read_enrichment(target)
         for entry in entries:
             current[entry.path] = entry
         kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
         return write_enrichment(target, kept)
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise MemoryStoreError(f"cannot lock {lock_path}: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> list[EnrichmentEntry]:

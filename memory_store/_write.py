@@ -1,10 +1,14 @@
-"""Atomic writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic writes: a reader sees the old file or the new one, never half of either; and the lock
+writers of one file take around a read-merge-write."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from memory_store._errors import MemoryStoreError
@@ -61,3 +65,20 @@ def _fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(lock_path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive flock on ``lock_path`` (created 0600, never through a symlink) for the block.
+
+    Raises MemoryStoreError when the lock file cannot be opened.
+    """
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot lock {os.fspath(lock_path)}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -425,7 +425,7 @@ def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:
             runs.append(None)
             continue
         previous = runs[-1] if runs else None
-        if previous is not None and _chained(tokens[i - 1].term, token.term):
+        if previous is not None and tokens[i - 1].term[-1] == token.term[0]:  # neighbours overlap: エラ, ラー
             runs.append((number, previous[1] + 1))
         else:
             number += 1
@@ -451,11 +451,6 @@ def _cjk_words(slots: Sequence[_Slot], matched: Sequence[bool]) -> list[float]:
                     words[number] = math.ceil(len(span) / 2) / len(span)
                 start = end
     return words
-
-
-def _chained(first: str, second: str) -> bool:
-    # Neighbouring bigrams of one run overlap by a character (エラ, ラー).
-    return len(first) == len(second) == 2 and first[1] == second[0] and is_cjk_term(second)
 
 
 def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:

@@ -20,7 +20,6 @@ unmarshalled only when something looks at it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import hashlib
 import json
@@ -39,7 +38,7 @@ from typing import Any
 
 import platformdirs
 
-from memory_store import DeferredDoc, Enrichment, MemoryDoc, MemoryStore, Snapshot
+from memory_store import DeferredDoc, Enrichment, MemoryDoc, MemoryStore, MemoryStoreError, Snapshot, file_lock
 from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, build_index
 from recall_kit._index import FieldIndex
 
@@ -123,7 +122,7 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> Indexed
     if changed:
         try:
             _save(path, snapshot, index, kept)
-        except OSError as exc:
+        except (OSError, MemoryStoreError) as exc:
             _log.warning("recall-kit: index cache not written (%s): %s", path, exc)
     return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), len(reused), path)
 
@@ -239,7 +238,7 @@ def _save(path: Path, snapshot: Snapshot, index: FieldIndex, kept: dict[str, Kep
     for part in payload:
         crc = zlib.crc32(part, crc)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _locked(path.with_suffix(".lock")):
+    with file_lock(path.with_suffix(".lock")):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
@@ -254,16 +253,6 @@ def _save(path: Path, snapshot: Snapshot, index: FieldIndex, kept: dict[str, Kep
 
 def _aligned(offset: int) -> int:
     return offset + -offset % _ALIGN
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _doc_entry(doc: MemoryDoc) -> Kept | None:
