@@ -92,7 +92,7 @@ def test_concurrent_selections_share_one_selector(server: ScriptedChatServer) ->
     started = time.perf_counter()
     selections = run_checked(main)
     assert sorted(s.accepted[0] for s in selections) == sorted(refs)
-    assert time.perf_counter() - started < 0.39  # in parallel, not one after another
+    assert time.perf_counter() - started < 0.3  # in parallel: one after another takes 0.4 s
 
 
 def test_selector_usable_again_after_aclose_in_another_event_loop(server: ScriptedChatServer) -> None:

@@ -37,8 +37,10 @@ def test_lifecycle_bench_reports_delivery_waits_and_the_blocking_baseline(tmp_pa
     assert free.by_latency["20"].strict_delivery == 1.0
     assert using.turn.strict_delivery == 1.0  # by the first tool result everything arrived
     assert free.initial_phase["refined"] >= 1 and free.initial_phase["fast"] >= 1
-    assert result.initial_wait_ms.max < 100 + 30
-    assert result.initial_wait_with_fast_result_ms.max < 20
+    # bounds set against the other outcome, not against this machine's speed: a wait that
+    # followed the 400 ms model would last 400 ms, and one that hit the ceiling 100 ms
+    assert result.initial_wait_ms.max < 390
+    assert result.initial_wait_with_fast_result_ms.max < 95
     # the old design waits for the model: about 400 ms for half of the queries
     assert blocking.added_latency_ms.max >= 390
     assert blocking.overall.strict_delivery == 1.0
