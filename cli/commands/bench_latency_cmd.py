@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -40,48 +40,59 @@ def latency(docs: str, enriched: bool, as_json: bool) -> None:
             else _plain(sizes) as steps:
         for size in steps:
             rows.append(measure_enriched_latency(size) if enriched else measure_latency(size))
-    if enriched:
-        _echo_enriched(rows, as_json)
-        return
     if as_json:
-        click.echo(json.dumps({"sizes": [row.as_dict() for row in rows]}))
-        return
-    click.echo(
-        f"{'docs':>7}  {'fast p50':>9}  {'fast p99':>9}  {'cpu p99':>8}  {'rank-bm25 p50':>13}  {'rank-bm25 p99':>13}"
-        f"  {'update p50':>10}  {'update p99':>10}  {'after-update p99':>16}  {'build s':>8}"
-    )
-    for row in rows:
-        click.echo(
-            f"{row.docs:>7}  {row.fast_ms.p50:>9.3f}  {row.fast_ms.p99:>9.3f}"
-            f"  {row.fast_cpu_ms.p99:>8.3f}"
-            f"  {row.baseline_ms.p50:>13.3f}  {row.baseline_ms.p99:>13.3f}"
-            f"  {row.update_ms.p50:>10.3f}  {row.update_ms.p99:>10.3f}"
-            f"  {row.query_after_update_ms.p99:>16.3f}  {round(row.build_s, 3):>8.2f}"
-        )
-    click.echo(
-        "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = BM25Okapi.get_scores + top 2, "
-        "update = index update after one changed file, after-update = the next query on its words)"
-    )
+        click.echo(json.dumps({"enriched" if enriched else "sizes": [row.as_dict() for row in rows]}))
+    elif enriched:
+        _echo_table(_ENRICHED_COLUMNS, rows, _ENRICHED_LEGEND)
+    else:
+        _echo_table(_COLUMNS, rows, _LEGEND)
 
 
-def _echo_enriched(rows: list[Any], as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps({"enriched": [row.as_dict() for row in rows]}))
-        return
-    click.echo(
-        f"{'docs':>7}  {'head words':>13}  {'unenriched p50':>14}  {'p99':>6}  {'cpu p99':>7}"
-        f"  {'enriched p50':>12}  {'p99':>6}  {'cpu p99':>7}"
-    )
+Column = tuple[str, int, Callable[[Any], object]]  # title, width, the cell for one row
+
+
+def _ms(pick: Callable[[Any], float]) -> Callable[[Any], str]:
+    return lambda row: f"{pick(row):.3f}"
+
+
+_COLUMNS: list[Column] = [
+    ("docs", 7, lambda row: row.docs),
+    ("fast p50", 9, _ms(lambda row: row.fast_ms.p50)),
+    ("fast p99", 9, _ms(lambda row: row.fast_ms.p99)),
+    ("cpu p99", 8, _ms(lambda row: row.fast_cpu_ms.p99)),
+    ("rank-bm25 p50", 13, _ms(lambda row: row.baseline_ms.p50)),
+    ("rank-bm25 p99", 13, _ms(lambda row: row.baseline_ms.p99)),
+    ("update p50", 10, _ms(lambda row: row.update_ms.p50)),
+    ("update p99", 10, _ms(lambda row: row.update_ms.p99)),
+    ("after-update p99", 16, _ms(lambda row: row.query_after_update_ms.p99)),
+    ("build s", 8, lambda row: f"{row.build_s:.2f}"),
+]
+_LEGEND = (
+    "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = "
+    "BM25Okapi.get_scores + top 2, update = index update after one changed file, after-update = the next "
+    "query on its words)"
+)
+_ENRICHED_COLUMNS: list[Column] = [
+    ("docs", 7, lambda row: row.docs),
+    ("head words", 13, lambda row: f"{row.head_plain.words:.1f} -> {row.head_enriched.words:.1f}"),
+    ("unenriched p50", 14, _ms(lambda row: row.plain_ms.p50)),
+    ("p99", 6, _ms(lambda row: row.plain_ms.p99)),
+    ("cpu p99", 7, _ms(lambda row: row.plain_cpu_ms.p99)),
+    ("enriched p50", 12, _ms(lambda row: row.enriched_ms.p50)),
+    ("p99", 6, _ms(lambda row: row.enriched_ms.p99)),
+    ("cpu p99", 7, _ms(lambda row: row.enriched_cpu_ms.p99)),
+]
+_ENRICHED_LEGEND = (
+    "(milliseconds; FastHeuristic.recall on the same files read without and with their enrichment sidecar, "
+    "the same prompts in turn; head words = name, description, keywords and usage scenarios per memory)"
+)
+
+
+def _echo_table(columns: list[Column], rows: list[Any], legend: str) -> None:
+    click.echo("  ".join(f"{title:>{width}}" for title, width, _ in columns))
     for row in rows:
-        head = f"{row.head_plain.words:.1f} -> {row.head_enriched.words:.1f}"
-        click.echo(
-            f"{row.docs:>7}  {head:>13}  {row.plain_ms.p50:>14.3f}  {row.plain_ms.p99:>6.3f}  {row.plain_cpu_ms.p99:>7.3f}"
-            f"  {row.enriched_ms.p50:>12.3f}  {row.enriched_ms.p99:>6.3f}  {row.enriched_cpu_ms.p99:>7.3f}"
-        )
-    click.echo(
-        "(milliseconds; FastHeuristic.recall on the same files read without and with their enrichment sidecar, "
-        "the same prompts in turn; head words = name, description, keywords and usage scenarios per memory)"
-    )
+        click.echo("  ".join(f"{cell(row)!s:>{width}}" for _, width, cell in columns))
+    click.echo(legend)
 
 
 def _size_label(size: int | None) -> str:
