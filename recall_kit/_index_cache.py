@@ -5,16 +5,18 @@ user cache dir). It holds each file's (abspath, size, mtime_ns) with the doc par
 the FieldIndex built from those docs. A cold start re-reads and re-analyses only the files whose
 size or mtime changed, and drops the ones that are gone.
 
-The file is a header (magic, format version, Python and marshal versions, then the CRC-32 of the
-payload and the length of its table), and a payload: a marshal table of plain types, then raw
-sections it points into (each doc's fields as a marshal blob, the index's arrays). Anything that
+The file is a header (magic, format version, Python and marshal versions, then the CRC-32s of the
+table and of the sections, and the table's length), and a payload: a marshal table of plain types,
+then raw sections it points into (each doc's fields as a marshal blob, the index's arrays). Anything that
 does not check out (missing, truncated, corrupt, another version, a shape we did not write) is
 ignored and rebuilt, never trusted. Writers take an flock on a lock file beside it and replace the
 file atomically, so readers never need the lock: they see the old file or the new one, whole.
 
 A cold query needs the table, the index and the few docs it shows. So the file is mapped, not
 read; the index's arrays are views of the mapping; each doc goes to the store as a DeferredDoc,
-unmarshalled only when something looks at it.
+unmarshalled only when something looks at it. The table is checked before it is read; the 40 MB
+of sections (at 10,000 memories) are checked on a thread while the store is scanned, and nothing
+in them is used before that check has passed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import mmap
 import os
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass
@@ -43,12 +46,13 @@ from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, bui
 from recall_kit._index import FieldIndex
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
-FORMAT_VERSION = 4  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 5  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
-# CRC-32 of the payload (catches damage like sha256 would, in 10 ms instead of 24 on 43 MB) and the table's length
-_SIZES_LINE = "{crc:08x} {table:016x}\n"
-_SIZES_LEN = 8 + 1 + 16 + 1
+# CRC-32s of the table and of the sections after it (they catch damage like sha256 would, in 15 ms
+# instead of 24 on 43 MB), and the table's length
+_SIZES_LINE = "{table_crc:08x} {crc:08x} {table:016x}\n"
+_SIZES_LEN = 8 + 1 + 8 + 1 + 16 + 1
 _ALIGN = 8  # raw sections start on 8 bytes, so int64 arrays are views, not copies
 
 # A cached file in the table: (size, mtime_ns, ref, content_hash, enrichment key, (offset, length) of its blob).
@@ -89,13 +93,12 @@ def open_indexed(
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"index-{_roots_key(roots)}.bin"
     with _collector_paused():
-        return _open_cached(roots, path)
+        return _open_cached(roots, path, _load(path))
 
 
-def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> IndexedStore:
-    cached = _load(path)
-    files: dict[str, Any] = cached[0]["files"] if cached else {}
-    raw = cached[1] if cached else memoryview(b"")
+def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path, cached: _Cached | None) -> IndexedStore:
+    files: dict[str, Any] = cached.table["files"] if cached else {}
+    raw = cached.sections if cached else memoryview(b"")
     returned: dict[str, Kept] = {}  # ref -> each doc handed to the store
 
     def reuse(abspath: str, size: int, mtime_ns: int) -> DeferredDoc[memoryview] | None:
@@ -114,6 +117,9 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path) -> Indexed
 
     with MemoryStore.open(*roots, watch=False, reuse=reuse) as store:
         snapshot = store.snapshot()
+    if cached is not None and not cached.check.passed():  # nothing from the sections has been looked at yet
+        _log.warning("recall-kit: index cache failed its checksum, rebuilding: %s", path)
+        return _open_cached(roots, path, None)
     # a sidecar can change while the memory file does not: such a doc is re-analysed
     enriched = snapshot.enrichments()
     kept = {ref: found for ref, found in returned.items() if _enrichment_key(enriched.get(ref)) == found[1][4]}
@@ -140,13 +146,11 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _index_for(
-    snapshot: Snapshot, cached: tuple[dict[str, Any], memoryview] | None, reused: Set[str]
-) -> tuple[FieldIndex, bool]:
+def _index_for(snapshot: Snapshot, cached: _Cached | None, reused: Set[str]) -> tuple[FieldIndex, bool]:
     # The cached index brought to the snapshot: unchanged docs kept, changed and new ones re-analysed.
     index = None
     if cached is not None:
-        table, raw = cached
+        table, raw = cached.table, cached.sections
         try:
             arrays = {key: raw[offset : offset + length] for key, (offset, length) in table["arrays"].items()}
             index = FieldIndex.from_state({**table["index"], **arrays})
@@ -175,7 +179,34 @@ def _roots_key(roots: Sequence[str | os.PathLike[str]]) -> str:
 # --- the file ---------------------------------------------------------------------
 
 
-def _load(path: Path) -> tuple[dict[str, Any], memoryview] | None:
+class _SectionCheck:
+    """The sections' CRC-32, computed on a thread of its own: zlib lets go of the GIL for it, so on a
+    second core it costs the scan nothing (bench/cold_start.py)."""
+
+    def __init__(self, sections: memoryview, expected: int) -> None:
+        self._passed = False
+        self._thread = threading.Thread(
+            target=self._run, args=(sections, expected), name="recall-kit cache check", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, sections: memoryview, expected: int) -> None:
+        self._passed = zlib.crc32(sections) == expected
+
+    def passed(self) -> bool:
+        """Whether the sections are as written (waits for the check)."""
+        self._thread.join()
+        return self._passed
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    table: dict[str, Any]  # checked and read
+    sections: memoryview  # the raw sections the table points into: used only once check.passed()
+    check: _SectionCheck
+
+
+def _load(path: Path) -> _Cached | None:
     """The table and the raw sections it points into, or None when the file does not check out."""
     try:
         with open(path, "rb") as file:
@@ -195,11 +226,11 @@ def _load(path: Path) -> tuple[dict[str, Any], memoryview] | None:
     if len(view) < start or view[: len(header)] != header or view[start - 1] != ord("\n"):
         return None  # not ours, another version, or truncated
     try:
-        crc, table_length = (int(part, 16) for part in bytes(view[len(header) : start - 1]).split(b" "))
+        table_crc, crc, table_length = (int(part, 16) for part in bytes(view[len(header) : start - 1]).split(b" "))
     except ValueError:
         return None
     payload = view[start:]
-    if zlib.crc32(payload) != crc or not 0 <= table_length <= len(payload):
+    if not 0 <= table_length <= len(payload) or zlib.crc32(payload[:table_length]) != table_crc:
         _log.warning("recall-kit: index cache failed its checksum, rebuilding: %s", path)
         return None
     try:
@@ -208,7 +239,8 @@ def _load(path: Path) -> tuple[dict[str, Any], memoryview] | None:
         return None
     if not (isinstance(table, dict) and all(isinstance(table.get(key), dict) for key in ("files", "index", "arrays"))):
         return None
-    return table, payload[_aligned(start + table_length) - start :]
+    sections = payload[_aligned(start + table_length) - start :]
+    return _Cached(table, sections, _SectionCheck(payload[table_length:], crc))
 
 
 def _save(path: Path, snapshot: Snapshot, index: FieldIndex, kept: dict[str, Kept]) -> None:
@@ -235,14 +267,14 @@ def _save(path: Path, snapshot: Snapshot, index: FieldIndex, kept: dict[str, Kep
     start = len(_MAGIC) + len(_VERSION_LINE) + _SIZES_LEN
     payload = [table, bytes(_aligned(start + len(table)) - start - len(table)), *sections]
     crc = 0
-    for part in payload:
+    for part in payload[1:]:
         crc = zlib.crc32(part, crc)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with file_lock(path.with_suffix(".lock")):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(_MAGIC + _VERSION_LINE + _SIZES_LINE.format(crc=crc, table=len(table)).encode())
+                out.write(_MAGIC + _VERSION_LINE + _SIZES_LINE.format(table_crc=zlib.crc32(table), crc=crc, table=len(table)).encode())
                 out.writelines(payload)
             os.replace(tmp, path)
         except BaseException:

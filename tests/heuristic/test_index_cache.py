@@ -76,8 +76,13 @@ def _truncated(data: bytes) -> bytes:
     return data[: len(data) // 2]
 
 
-def _flipped(data: bytes) -> bytes:
+def _flipped(data: bytes) -> bytes:  # in the sections: found by the check that runs beside the scan
     return data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:]
+
+
+def _flipped_in_table(data: bytes) -> bytes:  # found before the table is read
+    at = len(_MAGIC) + len(_VERSION_LINE) + _SIZES_LEN + 40
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
 
 
 def _foreign_version(data: bytes) -> bytes:
@@ -85,7 +90,7 @@ def _foreign_version(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "damage", [_truncated, _flipped, _foreign_version, lambda data: b"", lambda data: os.urandom(4096)]
+    "damage", [_truncated, _flipped, _flipped_in_table, _foreign_version, lambda data: b"", lambda data: os.urandom(4096)]
 )
 def test_a_damaged_or_foreign_cache_is_ignored_and_rebuilt(store: Path, cache_dir: Path, damage) -> None:
     open_indexed([store], cache_dir=cache_dir)
@@ -104,9 +109,9 @@ def write_checksummed(path: Path, table: object, raw: bytes) -> None:
 
     start = len(_MAGIC) + len(_VERSION_LINE) + _SIZES_LEN
     packed = marshal.dumps(table)
-    payload = packed + bytes(_aligned(start + len(packed)) - start - len(packed)) + raw
-    sizes = _SIZES_LINE.format(crc=zlib.crc32(payload), table=len(packed)).encode()
-    path.write_bytes(_MAGIC + _VERSION_LINE + sizes + payload)
+    sections = bytes(_aligned(start + len(packed)) - start - len(packed)) + raw
+    sizes = _SIZES_LINE.format(table_crc=zlib.crc32(packed), crc=zlib.crc32(sections), table=len(packed)).encode()
+    path.write_bytes(_MAGIC + _VERSION_LINE + sizes + packed + sections)
 
 
 def test_a_checksummed_payload_of_the_wrong_shape_is_ignored(store: Path, cache_dir: Path) -> None:
@@ -121,8 +126,8 @@ def test_offsets_outside_the_file_are_never_followed(store: Path, cache_dir: Pat
     open_indexed([store], cache_dir=cache_dir)
     path = cache_file(cache_dir)
     loaded = _load(path)
-    assert loaded is not None
-    table, raw = loaded
+    assert loaded is not None and loaded.check.passed()
+    table, raw = loaded.table, loaded.sections
     some = sorted(table["files"])[:3]
     for abspath in some:  # blobs past the end, before the start, or of a negative length
         entry = table["files"][abspath]
