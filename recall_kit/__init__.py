@@ -19,7 +19,7 @@ from recall_kit._heuristic import (
     SlotMatch,
     SnapshotSource,
 )
-from recall_kit._index_cache import IndexedStore, open_indexed
+from recall_kit._index_cache import IndexedStore, WatchedStore, open_indexed, open_watched
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._secrets import display_url
@@ -88,10 +88,12 @@ __all__ = [
     "ToolCall",
     "TurnRunner",
     "UntilSettled",
+    "WatchedStore",
     "docs_to_enrich",
     "display_url",
     "load_selector_config",
     "open_indexed",
+    "open_watched",
     "read_config_toml",
     "record_enrichment",
     "render_memories",

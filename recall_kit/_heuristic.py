@@ -163,10 +163,16 @@ class FastHeuristic:
             self.apply(source.snapshot())
 
     @classmethod
-    def _from_index(cls, snapshot: Snapshot, index: FieldIndex, *, gate: GateSettings | None = None) -> FastHeuristic:
-        # An index that already reflects ``snapshot`` (restored from the persistent cache).
+    def _from_index(
+        cls, snapshot: Snapshot, index: FieldIndex, *, gate: GateSettings | None = None, follow: SnapshotSource | None = None
+    ) -> FastHeuristic:
+        # An index that already reflects ``snapshot`` (restored from the persistent cache); with
+        # ``follow``, the store ``snapshot`` came from, whose later snapshots it then takes in.
         heuristic = cls(Snapshot.build(0, {}, ()), gate=gate)
         heuristic._index, heuristic._docs, heuristic._version = index, snapshot.docs, snapshot.version
+        if follow is not None:
+            heuristic._unsubscribe = _follow_weakly(follow, heuristic)
+            heuristic.apply(follow.snapshot())  # anything published since ``snapshot`` was taken
         return heuristic
 
     def rank(

@@ -90,13 +90,71 @@ def open_indexed(
         with MemoryStore.open(*roots, watch=False) as store:
             snapshot = store.snapshot()
         return IndexedStore(snapshot, FastHeuristic(snapshot), 0, None)
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = folder / f"index-{_roots_key(roots)}.bin"
+    path = _cache_path(roots, cache_dir)
     with _collector_paused():
-        return _open_cached(roots, path, _load(path))
+        store, snapshot, index, reused = _open_cached(roots, path, _load(path), {"watch": False})
+    store.close()
+    return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), reused, path)
 
 
-def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path, cached: _Cached | None) -> IndexedStore:
+@dataclass(frozen=True, slots=True)
+class WatchedStore:
+    """A watched store and a FastHeuristic that follows it, started from the persistent cache."""
+
+    store: MemoryStore
+    heuristic: FastHeuristic
+    reused: int  # documents taken from the cache without reading their file
+    cache_file: Path | None  # None when the cache was bypassed
+
+    def close(self) -> None:
+        """Stop following the store, then close it."""
+        self.heuristic.close()
+        self.store.close()
+
+    def __enter__(self) -> WatchedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_watched(
+    roots: Sequence[str | os.PathLike[str]],
+    *,
+    use_cache: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **store_options: Any,
+) -> WatchedStore:
+    """Open ``roots`` as a watched ``MemoryStore`` (``store_options`` go to ``MemoryStore.open``) with a
+    FastHeuristic that follows it, both started from the persistent cache unless ``use_cache`` is False.
+
+    What a long-lived process (the daemon, the MCP server) wants: at 10,000 memories a warm cache
+    opens in a tenth of a second instead of seconds of parsing and indexing. Changes after the
+    open reach the heuristic through the watcher as usual. Errors as for ``open_indexed``.
+    """
+    if not use_cache:
+        store = MemoryStore.open(*roots, watch=True, **store_options)
+        return WatchedStore(store, FastHeuristic(store), 0, None)
+    path = _cache_path(roots, cache_dir)
+    with _collector_paused():
+        store, snapshot, index, reused = _open_cached(roots, path, _load(path), {**store_options, "watch": True})
+    try:
+        heuristic = FastHeuristic._from_index(snapshot, index, follow=store)
+    except BaseException:
+        store.close()
+        raise
+    return WatchedStore(store, heuristic, reused, path)
+
+
+def _cache_path(roots: Sequence[str | os.PathLike[str]], cache_dir: str | os.PathLike[str] | None) -> Path:
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return folder / f"index-{_roots_key(roots)}.bin"
+
+
+def _open_cached(
+    roots: Sequence[str | os.PathLike[str]], path: Path, cached: _Cached | None, store_options: dict[str, Any]
+) -> tuple[MemoryStore, Snapshot, FieldIndex, int]:
+    """The store opened through the cache, its first snapshot, the index for it and how many docs were reused."""
     files: dict[str, Any] = cached.table["files"] if cached else {}
     raw = cached.sections if cached else memoryview(b"")
     returned: dict[str, Kept] = {}  # ref -> each doc handed to the store
@@ -115,22 +173,27 @@ def _open_cached(roots: Sequence[str | os.PathLike[str]], path: Path, cached: _C
         returned[ref] = (abspath, entry, blob)
         return DeferredDoc(content_hash, _doc_from, blob)
 
-    with MemoryStore.open(*roots, watch=False, reuse=reuse) as store:
-        snapshot = store.snapshot()
-    if cached is not None and not cached.check.passed():  # nothing from the sections has been looked at yet
-        _log.warning("recall-kit: index cache failed its checksum, rebuilding: %s", path)
-        return _open_cached(roots, path, None)
-    # a sidecar can change while the memory file does not: such a doc is re-analysed
-    enriched = snapshot.enrichments()
-    kept = {ref: found for ref, found in returned.items() if _enrichment_key(enriched.get(ref)) == found[1][4]}
-    reused = kept.keys() & snapshot.docs.keys()
-    index, changed = _index_for(snapshot, cached, reused)
-    if changed:
-        try:
-            _save(path, snapshot, index, kept)
-        except (OSError, MemoryStoreError) as exc:
-            _log.warning("recall-kit: index cache not written (%s): %s", path, exc)
-    return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), len(reused), path)
+    store = MemoryStore.open(*roots, reuse=reuse, **store_options)
+    try:
+        snapshot = store.snapshot()  # the first scan's: a watcher's later ones reach the heuristic itself
+        if cached is not None and not cached.check.passed():  # nothing from the sections has been looked at yet
+            _log.warning("recall-kit: index cache failed its checksum, rebuilding: %s", path)
+            store.close()
+            return _open_cached(roots, path, None, store_options)
+        # a sidecar can change while the memory file does not: such a doc is re-analysed
+        enriched = snapshot.enrichments()
+        kept = {ref: found for ref, found in returned.items() if _enrichment_key(enriched.get(ref)) == found[1][4]}
+        reused = kept.keys() & snapshot.docs.keys()
+        index, changed = _index_for(snapshot, cached, reused)
+        if changed:
+            try:
+                _save(path, snapshot, index, kept)
+            except (OSError, MemoryStoreError) as exc:
+                _log.warning("recall-kit: index cache not written (%s): %s", path, exc)
+    except BaseException:
+        store.close()
+        raise
+    return store, snapshot, index, len(reused)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 )
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
-def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None) -> None:
+@click.option("--no-cache", is_flag=True, help="Open memory folders without the per-user index cache.")
+def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool) -> None:
     """Run the per-user recall daemon the hooks talk to (started by the first hook when not running).
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
@@ -41,7 +42,9 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None) -> No
 
     config = _selector_config(fast_only)
     paths = runtime_paths()
-    daemon = RecallDaemon(paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms)
+    daemon = RecallDaemon(
+        paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
+    )
     try:
         daemon.acquire()
     except AlreadyRunning as exc:
@@ -114,7 +117,8 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], dry_run: bool) 
 @click.command("mcp")
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
-def mcp(roots: tuple[str, ...], fast_only: bool) -> None:
+@click.option("--no-cache", is_flag=True, help="Open the memory folders without the per-user index cache.")
+def mcp(roots: tuple[str, ...], fast_only: bool, no_cache: bool) -> None:
     """Serve the memories to any MCP client over stdio (needs the `mcp` extra).
 
     \b
@@ -129,7 +133,7 @@ def mcp(roots: tuple[str, ...], fast_only: bool) -> None:
 
     config = _selector_config(fast_only)
     try:
-        serve_stdio(list(roots), selector_config=config)
+        serve_stdio(list(roots), selector_config=config, use_cache=not no_cache)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
 

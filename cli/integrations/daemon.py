@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from memory_store import MemoryStore, MemoryStoreError
-from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig
+from memory_store import MemoryStoreError
+from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, WatchedStore, open_watched
 from recall_kit_cli.integrations._runtime import RuntimePaths, private_folder
 from recall_kit_cli.integrations.protocol import MAX_LINE_BYTES, PROTOCOL_VERSION
 
@@ -57,6 +57,7 @@ class RecallDaemon:
         session_ttl_s: float = DEFAULT_SESSION_TTL_S,
         selector_config: SelectorConfig | None = None,
         debounce_ms: float | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.paths = paths
         self.idle_timeout_s = idle_timeout_s
@@ -64,7 +65,8 @@ class RecallDaemon:
         self._selector_config = selector_config
         self._selector: ModelSelector | None = None
         self._store_options = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
-        self._recallers: dict[tuple[str, ...], asyncio.Task[tuple[MemoryStore, Recaller]]] = {}
+        self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
+        self._recallers: dict[tuple[str, ...], asyncio.Task[tuple[WatchedStore, Recaller]]] = {}
         self._conversations: dict[str, _Conversation] = {}
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping = asyncio.Event()
@@ -161,11 +163,11 @@ class RecallDaemon:
             if not task.done():
                 task.cancel()
             try:
-                store, recaller = await task
+                watched, recaller = await task
             except BaseException:  # an open that failed or was cancelled holds nothing
                 continue
             recaller.close()
-            store.close()
+            watched.close()
         self._recallers.clear()
         if self._selector is not None:
             await self._selector.aclose()
@@ -289,9 +291,12 @@ class RecallDaemon:
         stores = []
         for key, task in self._recallers.items():
             if task.done() and not task.cancelled() and task.exception() is None:
-                store, _ = task.result()
-                snapshot = store.snapshot()
-                stores.append({"roots": list(key), "version": snapshot.version, "docs": len(snapshot.docs)})
+                watched, _ = task.result()
+                snapshot = watched.store.snapshot()
+                stores.append({
+                    "roots": list(key), "version": snapshot.version, "docs": len(snapshot.docs),
+                    "reused_from_cache": watched.reused,
+                })
         return {
             "protocol": PROTOCOL_VERSION,
             "pid": os.getpid(),
@@ -317,7 +322,7 @@ class RecallDaemon:
         "status": _op_status,
     }
 
-    async def _recaller(self, key: tuple[str, ...]) -> tuple[MemoryStore, Recaller]:
+    async def _recaller(self, key: tuple[str, ...]) -> tuple[WatchedStore, Recaller]:
         """The store and Recaller for a root set, opened once; concurrent callers share the open."""
         task = self._recallers.get(key)
         if task is None:
@@ -330,9 +335,9 @@ class RecallDaemon:
                 del self._recallers[key]  # a root that appears later gets another try
             raise
 
-    def _open(self, key: tuple[str, ...]) -> tuple[MemoryStore, Recaller]:
-        store = MemoryStore.open(*key, watch=True, **self._store_options)
-        return store, Recaller(store, self._selector)
+    def _open(self, key: tuple[str, ...]) -> tuple[WatchedStore, Recaller]:
+        watched = open_watched(key, use_cache=self._use_cache, **self._store_options)
+        return watched, Recaller(watched.store, self._selector, heuristic=watched.heuristic)
 
 
 def _encode(answer: dict[str, Any]) -> bytes:

@@ -16,8 +16,8 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStore, MemoryStoreError
-from recall_kit import FastHeuristic, ModelSelector, Recaller, RecallSession, SelectorConfig
+from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStoreError
+from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_watched
 from recall_kit_cli._memories import memory_text, save_memory, slug
 
 URI_SCHEME = "memory://"
@@ -31,10 +31,12 @@ class RefusedRef(Exception):
 class MemoryService:
     """What the tools do, on one watched store; the MCP layer only adapts arguments and errors."""
 
-    def __init__(self, roots: list[str], selector_config: SelectorConfig | None = None) -> None:
-        self.store = MemoryStore.open(*roots, watch=True)
+    def __init__(
+        self, roots: list[str], selector_config: SelectorConfig | None = None, *, use_cache: bool = True
+    ) -> None:
+        self._watched = open_watched(roots, use_cache=use_cache)  # from the index cache, as `recall-kit query`
+        self.store, self.heuristic = self._watched.store, self._watched.heuristic
         self._roots = {label: Path(path) for label, path in self.store.roots}
-        self.heuristic = FastHeuristic(self.store)
         self.selector = ModelSelector.from_config(selector_config) if selector_config else None
         self.recaller = Recaller(self.store, self.selector, heuristic=self.heuristic)
         self._session: RecallSession | None = None
@@ -44,8 +46,7 @@ class MemoryService:
             await self._session.close()
         if self.selector is not None:
             await self.selector.aclose()
-        self.heuristic.close()
-        self.store.close()
+        self._watched.close()
 
     # --- tools ----------------------------------------------------------------------------
 
@@ -204,10 +205,10 @@ _INSTRUCTIONS = (
 )
 
 
-def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = None) -> None:
+def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = None, use_cache: bool = True) -> None:
     import anyio
 
-    service = MemoryService(roots, selector_config)
+    service = MemoryService(roots, selector_config, use_cache=use_cache)
     server = RecallMCPServer(service)
 
     async def run() -> None:

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from memory_store import MemoryStore, Snapshot, atomic_write
-from recall_kit import FastHeuristic
+from recall_kit import FastHeuristic, open_watched
 
 TIMEOUT = 10.0
 
@@ -54,3 +54,33 @@ def test_heuristic_follows_file_edits_incrementally(tmp_path: Path) -> None:
         refs = [s.doc.ref for s in heuristic.recall("valkey session cache for routewise").ranked]
         assert "mem/valkey.md" not in refs
         heuristic.close()
+
+
+def test_a_heuristic_opened_from_the_index_cache_follows_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    root.mkdir()
+    atomic_write(root / "redis.md", memory("Redis cache", "routewise session cache in Redis 7 on the homelab"))
+    atomic_write(root / "tea.md", memory("Tea", "the user drinks oolong in the afternoon"))
+    cache = tmp_path / "cache"
+    with open_watched([root], cache_dir=cache) as first:
+        assert first.reused == 0
+    with open_watched([root], cache_dir=cache, debounce_ms=20) as watched:
+        store, heuristic = watched.store, watched.heuristic
+        assert store.watching and watched.reused == 2 and heuristic.version == store.snapshot().version
+        seen = VersionSeen()
+        store.subscribe(seen)
+        assert heuristic.recall("valkey session cache for routewise").docs[0].doc.name == "Redis cache"
+
+        version = store.snapshot().version
+        atomic_write(root / "valkey.md", memory("Valkey migration", "routewise moved its session cache to Valkey 8"))
+        seen.wait(version + 1)
+        assert heuristic.recall("valkey session cache for routewise").docs[0].doc.ref == "mem/valkey.md"
+
+        version = store.snapshot().version
+        (root / "redis.md").unlink()
+        seen.wait(version + 1)
+        assert "mem/redis.md" not in [s.doc.ref for s in heuristic.recall("redis homelab session cache").ranked]
+    assert not watched.store.watching
+    # the next open starts from what the first one saved, not from the changes it followed
+    with open_watched([root], cache_dir=cache) as again:
+        assert again.reused == 1 and set(again.store.snapshot().docs) == {"mem/tea.md", "mem/valkey.md"}

@@ -87,6 +87,23 @@ def test_watched_store_serves_a_memory_written_after_start(env: Env, daemon: Dae
     assert answers[1]["delivery"]["refs"] == ["memories/reference/zebra.md"]
 
 
+def test_a_restarted_daemon_opens_its_roots_from_the_index_cache(env: Env, memories: Path) -> None:
+    begin = {"op": "begin", "session": "c", "roots": [str(memories)], "query": DEPLOY_PROMPT}
+    consume = {"op": "consume", "session": "c", "point": "initial"}
+    counts = []
+    for args in [(), (), ("--no-cache",)]:
+        daemon = Daemon(env, *args)
+        try:
+            answers = env.request(begin, consume, {"op": "status"})
+        finally:
+            assert daemon.stop() == 0
+        assert "memories/projects/ledgerline/deploy.md" in answers[1]["delivery"]["refs"]
+        store = answers[2]["stores"][0]
+        counts.append((store["reused_from_cache"], store["docs"]))
+    docs = counts[0][1]
+    assert docs > 20 and counts == [(0, docs), (docs, docs), (0, docs)]
+
+
 def test_second_instance_exits_and_leaves_the_first_serving(env: Env, daemon: Daemon) -> None:
     second = env.run("serve")
     assert second.returncode == 0

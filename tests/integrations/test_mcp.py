@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import anyio
 import pytest
@@ -16,8 +16,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from memory_store import parse_memory
 
 
-def _drive(env: Env, roots: list[Path], body: Callable[[ClientSession], Awaitable[None]]) -> None:
-    args = ["mcp", "--fast-only"]
+def _drive(
+    env: Env, roots: list[Path], body: Callable[[ClientSession], Awaitable[None]], extra: Sequence[str] = ()
+) -> None:
+    args = ["mcp", "--fast-only", *extra]
     for root in roots:
         args += ["--root", str(root)]
     params = StdioServerParameters(command=RECALL_KIT, args=args, env=env.vars)
@@ -115,3 +117,21 @@ def test_memories_are_listed_and_readable_as_resources(env: Env, memories: Path)
             await session.read_resource("memory://memories/..%2F..%2Fetc/passwd.md")
 
     _drive(env, [memories], body)
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+def test_the_server_opens_its_roots_through_the_index_cache_unless_told_not_to(
+    env: Env, memories: Path, use_cache: bool
+) -> None:
+    async def body(session: ClientSession) -> None:
+        result = await session.call_tool("search_memories", {"query": "deploy ledgerline", "limit": 1})
+        assert result.structured_content["result"][0]["ref"] == "memories/projects/ledgerline/deploy.md"
+
+    cache = Path(env.vars["XDG_CACHE_HOME"]) / "recall-kit"
+    extra = [] if use_cache else ["--no-cache"]
+    _drive(env, [memories], body, extra)
+    written = [path.stat().st_ino for path in cache.glob("index-*.bin")]
+    assert len(written) == (1 if use_cache else 0)
+    _drive(env, [memories], body, extra)
+    # a second start with nothing changed reuses the file as it is: it is not written again
+    assert [path.stat().st_ino for path in cache.glob("index-*.bin")] == written
