@@ -1,7 +1,11 @@
 """The Claude Code hook over the warm daemon: wall time from process start to exit (warm and cold),
 and 100 concurrent sessions over 10,000 hook calls (duplicate deliveries, task and descriptor growth).
 
-    .venv/bin/python bench/bench_hook.py [--warm-runs 200] [--cold-runs 5] [--calls 10000]
+    .venv/bin/python bench/bench_hook.py [--warm-runs 200] [--cold-runs 5] [--calls 10000] [--cold-store 10000]
+
+With --cold-store N it also times the first call on a cold daemon over N generated memories, with
+the index cache warm (one `recall-kit query` filled it) and emptied before each run, and counts
+the calls that delivered a memory within the hook's budget.
 
 Runs in a private HOME/XDG_RUNTIME_DIR under a temp folder; prints medians and p99 as JSON.
 """
@@ -41,12 +45,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_hook(env: dict[str, str], root: Path, event: dict) -> float:
+    return timed_hook(env, root, event)[0]
+
+
+def timed_hook(env: dict[str, str], root: Path, event: dict) -> tuple[float, bytes]:
     started = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [RECALL_KIT, "hook", "claude-code", "--root", str(root)],
         input=json.dumps(event).encode(), capture_output=True, env=env, check=True,
     )
-    return (time.perf_counter() - started) * 1000
+    return (time.perf_counter() - started) * 1000, done.stdout
 
 
 def stop_daemon(run: Path) -> None:
@@ -67,13 +75,17 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--cold-store", type=int, default=0, help="also: a cold daemon over this many generated memories")
     opts = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="recall-kit-bench-"))
     root = base / "memories"
     shutil.copytree(REPO / "examples" / "memories", root)
     run = base / "run"
     run.mkdir(mode=0o700)
-    env = {"PATH": os.environ["PATH"], "HOME": str(base), "XDG_RUNTIME_DIR": str(run), "XDG_STATE_HOME": str(base / "state")}
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(base), "XDG_RUNTIME_DIR": str(run), "XDG_STATE_HOME": str(base / "state"),
+        "XDG_CACHE_HOME": str(base / "cache"),
+    }
     socket_path = run / "recall-kit" / "daemon.sock"
     results: dict[str, object] = {"store_docs": sum(1 for p in root.rglob("*.md") if p.name != "MEMORY.md")}
     try:
@@ -92,6 +104,8 @@ def main() -> None:
         bare = [run_hook(env, root, {"session_id": "x", "hook_event_name": "Notification"}) for _ in range(50)]
         results["hook_without_daemon_call_ms"] = {"p50": pct(bare, 0.5)}
         results["concurrent"] = concurrent(socket_path, root, opts.sessions, opts.calls)
+        if opts.cold_store:
+            results["cold_generated_store"] = cold_generated(env, base, run, opts.cold_store, opts.cold_runs)
     finally:
         stop_daemon(run)
         shutil.rmtree(base, ignore_errors=True)
@@ -149,6 +163,29 @@ def concurrent(socket_path: Path, root: Path, sessions: int, calls: int) -> dict
         "tasks_before": before["tasks"], "tasks_after": after["tasks"],
         "fds_before": before["fds"], "fds_after": after["fds"], "sessions_left": after["sessions"],
     }
+
+
+def cold_generated(env: dict[str, str], base: Path, run: Path, count: int, runs: int) -> dict[str, object]:
+    """The first hook call on a cold daemon over ``count`` generated memories, index cache warm and empty."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from generated_store import write_store
+
+    big = base / "generated"
+    write_store(big, count)
+    prompt = "how do we deploy the payment service to production"
+    subprocess.run([RECALL_KIT, "query", prompt, "--root", str(big), "--fast-only"], env=env, check=True, capture_output=True)
+    out: dict[str, object] = {"docs": count}
+    for label, keep_cache in (("cache_warm", True), ("cache_empty", False)):
+        times, delivered = [], 0
+        for i in range(runs):
+            stop_daemon(run)
+            if not keep_cache:
+                shutil.rmtree(base / "cache", ignore_errors=True)
+            ms, stdout = timed_hook(env, big, {"session_id": f"{label}{i}", "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+            times.append(ms)
+            delivered += b"additionalContext" in stdout
+        out[label] = {"median_ms": statistics.median(times), "max_ms": max(times), "delivered": f"{delivered}/{runs}"}
+    return out
 
 
 if __name__ == "__main__":
