@@ -222,6 +222,7 @@ class StoreState:
             return None
         snapshot = Snapshot.build(version_if_changed, self._docs, errors, changed, removed)
         self._published = snapshot
+        self.reuse = None  # the first scan is over: let go of the caller's cache
         return snapshot
 
     # --- bookkeeping -------------------------------------------------------------

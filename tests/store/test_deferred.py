@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import os
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -115,6 +117,24 @@ def test_a_watched_store_updates_deferred_docs_like_read_ones(root: Path, open_s
     snapshot = wait_until(store, lambda s: "mem/b.md" not in s.docs)
     assert snapshot.removed == {"mem/b.md"}
     assert cache.builds == ["mem/a.md"]  # compared with the edited file; b was dropped unbuilt
+
+
+def test_a_watched_store_lets_go_of_reuse_after_the_first_scan(root: Path, open_store: Open) -> None:
+    class Reuse:  # a caller's lookup, which may hold its whole cache (the table of every file)
+        def __init__(self, cache: Cache) -> None:
+            self.cache = cache
+
+        def __call__(self, abspath: str, size: int, mtime_ns: int) -> DeferredDoc[MemoryDoc] | None:
+            return self.cache.reuse(abspath, size, mtime_ns)
+
+    write(root / "a.md", memory(name="A"))
+    reuse = Reuse(Cache(scan(root)))
+    gone = weakref.ref(reuse)
+    store = open_store(root, reuse=reuse)
+    del reuse
+    gc.collect()
+    assert gone() is None  # a long-lived store does not keep it alive
+    assert store.snapshot().docs["mem/a.md"].name == "A"  # the deferred doc it handed over still builds
 
 
 def test_a_snapshot_built_from_another_keeps_its_docs_deferred(root: Path) -> None:
