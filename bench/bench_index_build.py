@@ -29,11 +29,12 @@ DEFAULT_BASELINE = "e73b8f7"  # the tree before the word cache and the index-add
 
 
 def worker(store: str, builds: int) -> None:
+    from memory_store import MemoryStore  # the same call in both trees
     from recall_kit import _tokenize
-    from recall_kit._evaluation import open_snapshot
     from recall_kit._heuristic import FastHeuristic
 
-    snapshot = open_snapshot([store])
+    with MemoryStore.open(store, watch=False) as opened:
+        snapshot = opened.snapshot()
     times = []
     for _ in range(builds):
         for name in ("_word_cache", "_chunk_cache"):  # each build from a cold cache, like a new process
@@ -72,16 +73,11 @@ def main() -> None:
         worker(args.worker, args.builds)
         return
     sys.path.insert(0, str(HERE))
+    from baseline_tree import export_baseline
     from generated_store import write_store
 
     with tempfile.TemporaryDirectory(prefix="index-build-") as tmp:
-        base = Path(tmp) / "baseline"
-        base.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.baseline, "recall_kit", "memory_store"],
-            check=True, capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        base = export_baseline(args.baseline, Path(tmp) / "baseline")
         store = Path(tmp) / "store"
         write_store(store, args.count)
         sides = {"baseline": base, "this tree": REPO}

@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--baseline", help="a git revision to measure beside this tree")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
+    from baseline_tree import export_baseline
     from generated_store import write_store
 
     with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp:
@@ -51,13 +52,7 @@ def main() -> None:
         write_store(big, args.count)
         sides = {"this tree": {**os.environ, "RECALL_KIT_CACHE_DIR": str(Path(tmp) / "cache")}}
         if args.baseline:
-            tree = Path(tmp) / "baseline"
-            tree.mkdir()
-            archive = subprocess.run(
-                ["git", "-C", str(REPO), "archive", args.baseline, "recall_kit", "memory_store"],
-                check=True, capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            tree = export_baseline(args.baseline, Path(tmp) / "baseline")
             sides[f"baseline {args.baseline}"] = {
                 **os.environ, "RECALL_KIT_CACHE_DIR": str(Path(tmp) / "cache-baseline"), "PYTHONPATH": str(tree)
             }
