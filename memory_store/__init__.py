@@ -3,7 +3,7 @@
 from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
 from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, DeferredDoc, Enrichment, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
-from memory_store._enrich import (
+from memory_store._sidecar import (
     MAX_KEYWORD_CHARS,
     MAX_KEYWORDS,
     MAX_SCENARIO_CHARS,

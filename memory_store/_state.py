@@ -12,7 +12,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from memory_store._enrich import SIDECAR_PATH, EnrichmentEntry, SidecarProblem, read_enrichment, read_sidecar_fd
+from memory_store._sidecar import SIDECAR_PATH, EnrichmentEntry, SidecarProblem, read_enrichment, read_sidecar_fd
 from memory_store._scan import (
     Candidate,
     Entry,

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Callable, Mapping, Union
 
-from memory_store._enrich import sidecar_path
+from memory_store._sidecar import sidecar_path
 from memory_store._scan import Reuse, Root, is_hidden
 from memory_store._state import Sidecar, StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot

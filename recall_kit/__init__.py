@@ -24,13 +24,13 @@ from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._secrets import display_url
 from recall_kit._answer import MAX_MODEL_DOCS
-from recall_kit._background import BackgroundEnrichment
+from recall_kit._background_enrichment import BackgroundEnrichment
 from recall_kit._enrich_sidecar import docs_to_enrich, record_enrichment
 from recall_kit._enricher import Enricher, EnrichmentResult
 from recall_kit._selector import ModelSelector, Selection
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
-from recall_kit._sync import SyncRecallSession
-from recall_kit._turns import ObservedTurn, ToolCall, TurnRunner, UntilSettled
+from recall_kit._sync_session import SyncRecallSession
+from recall_kit.turns import ObservedTurn, ToolCall, TurnRunner, UntilSettled
 from recall_kit._telemetry import (
     CallbackSink,
     DeliveryEvent,

@@ -23,11 +23,11 @@ from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 
 if TYPE_CHECKING:
-    from recall_kit._background import BackgroundEnrichment
+    from recall_kit._background_enrichment import BackgroundEnrichment
     from recall_kit._enricher import Enricher
     from recall_kit._heuristic import FastHeuristic
     from recall_kit._selector import ModelSelector
-    from recall_kit._sync import SyncRecallSession
+    from recall_kit._sync_session import SyncRecallSession
 
 _log = logging.getLogger("recall_kit")
 
@@ -91,7 +91,7 @@ class Recaller:
         self._session_ids = itertools.count(1)
         self._closed = False
         if enrich is not None:
-            from recall_kit._background import DEFAULT_CALLS_PER_MINUTE, BackgroundEnrichment
+            from recall_kit._background_enrichment import DEFAULT_CALLS_PER_MINUTE, BackgroundEnrichment
 
             rate = DEFAULT_CALLS_PER_MINUTE if enrich_calls_per_minute is None else enrich_calls_per_minute
             try:
@@ -111,7 +111,7 @@ class Recaller:
 
     def sync_session(self) -> SyncRecallSession:
         """A session for threaded code, on its own background loop thread."""
-        from recall_kit._sync import SyncRecallSession
+        from recall_kit._sync_session import SyncRecallSession
 
         return SyncRecallSession(self)
 

@@ -50,7 +50,7 @@ from recall_kit_bench._lifecycle import (
 )
 from recall_kit_bench._plot import plot_delivery
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
-from recall_kit_bench._turns import RefinementSummary, run_turns, turn_outcomes
+from recall_kit_bench._turn_metrics import RefinementSummary, run_turns, turn_outcomes
 
 __all__ = [
     "BASELINE_TOP",

@@ -2,7 +2,7 @@
 
 The delivery step is a callable, ``deliver(query) -> (delivered refs, wait_ms[, fast_ms])``, so
 the same metrics measure the plain baseline and the bare heuristic; the session lifecycle is
-measured through ``recall_kit_bench._turns``.
+measured through ``recall_kit_bench._turn_metrics``.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from recall_kit_bench._evaluation import (
     percentiles,
 )
 from recall_kit import ObservedTurn, ToolCall, TurnRunner
-from recall_kit_bench._turns import turn_outcomes
+from recall_kit_bench._turn_metrics import turn_outcomes
 
 DEFAULT_LATENCIES_MS = (40.0, 250.0, 600.0, 1500.0, 3000.0)
 DEFAULT_TOOL_MS = (300.0, 800.0)

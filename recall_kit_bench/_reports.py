@@ -18,7 +18,7 @@ from recall_kit_bench._evaluation import (
 )
 from recall_kit_bench._lifecycle import LifecycleReport
 from recall_kit import ObservedTurn
-from recall_kit_bench._turns import RefinementSummary, turn_outcomes
+from recall_kit_bench._turn_metrics import RefinementSummary, turn_outcomes
 
 FOLDS = 5
 METRIC_KEYS = ("strict_delivery", "loose_delivery", "negative_silence", "precision")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+# importlib mode: the plain helper modules in tests/support are imported by name
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from recall_kit._chat import _ENDPOINT_MODES
 from recall_kit.testing import LlamaServer, RealModelUnavailable, ScriptedChatServer

@@ -1,0 +1,176 @@
+"""`recall-kit bench delivery`: delivery rates through the real session lifecycle."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from recall_kit import ModelSelector, SelectorConfig
+from recall_kit_cli._format import InputError, parse_number_list
+from recall_kit_cli._config_file import selector_config
+from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
+
+if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
+    from recall_kit_bench import DeliveryReport, EvalDataset, RefinedReport
+
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks: delivery rate on an eval dataset, latency on generated stores.
+
+    Example: recall-kit bench delivery bench/datasets/agent-memories
+    """
+
+
+@bench.command("delivery")
+@click.argument("dataset_dir")
+@click.option("--fast-only", is_flag=True, help="No model stage (the default without --base-url/--model).")
+@click.option("--base-url", help="OpenAI-compatible endpoint: adds the refined phase.")
+@click.option("--model", help="Model name at that endpoint.")
+@click.option("--model-timeout", type=float, help="Model stage deadline, s (default 30).")
+@click.option(
+    "--model-latency-ms",
+    "latency_profile",
+    help="Lifecycle bench: a scripted oracle model answering after these latencies, e.g. 40,250,600,1500,3000.",
+)
+@click.option("--limit", type=int, help="Only the first N queries.")
+@click.option(
+    "--enrichment",
+    "sidecar",
+    type=click.Path(dir_okay=False),
+    help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
+)
+@click.option("--no-enrichment", is_flag=True, help="Measure the memories without any enrichment sidecar.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def delivery(
+    dataset_dir: str,
+    fast_only: bool,
+    base_url: str | None,
+    model: str | None,
+    model_timeout: float | None,
+    latency_profile: str | None,
+    limit: int | None,
+    sidecar: str | None,
+    no_enrichment: bool,
+    plot: str | None,
+    as_json: bool,
+) -> None:
+    """Delivery per kind beside plain BM25, enriched beside unenriched.
+
+    Example: recall-kit bench delivery bench/datasets/agent-memories --fast-only
+    """
+    from recall_kit_bench import (
+        DeliveryBenchReport,
+        DeliveryReport,
+        PlainBaseline,
+        dataset_sidecar,
+        enriched_docs,
+        run,
+        run_lifecycle_bench,
+    )
+
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit needs a positive number, got {limit}")
+    if sidecar is not None and no_enrichment:
+        raise InputError("--enrichment and --no-enrichment exclude each other")
+    found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
+    dataset = _load(dataset_dir, limit, found if found is not None else False)
+    unenriched = None
+    lifecycle, refined = None, None
+    if latency_profile is not None:
+        if fast_only or base_url or model:
+            raise InputError("--model-latency-ms runs its own scripted model; drop --fast-only/--base-url/--model")
+        latencies = parse_number_list(latency_profile, "--model-latency-ms")
+        with _progress(3 * len(dataset.queries), "lifecycle") as tick:
+            lifecycle = run_lifecycle_bench(
+                dataset_dir, latencies_ms=latencies, limit=limit, progress=lambda done, total: tick()
+            )
+        ours = DeliveryReport.of_lifecycle(dataset, lifecycle)
+    else:
+        config = None if fast_only or not (base_url or model) else _endpoint(base_url, model, model_timeout)
+        ours, refined = _session_report(dataset, config)
+        if found is not None:
+            unenriched, _ = _session_report(_load(dataset_dir, limit, False), None)
+    with _progress(len(dataset.queries), "baseline") as tick:
+        baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
+    report = DeliveryBenchReport(
+        ours,
+        DeliveryReport.of(dataset, baseline),
+        refined,
+        lifecycle,
+        unenriched,
+        None if found is None else str(found),
+        enriched_docs(dataset),
+    )
+    if plot is not None:
+        from recall_kit_bench import plot_delivery
+
+        try:
+            plot_delivery(report, plot)
+        except (RuntimeError, OSError) as exc:
+            raise InputError(f"--plot {plot}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
+    elif report.lifecycle is not None:
+        click.echo(lifecycle_table(report, report.lifecycle))
+    else:
+        click.echo(delivery_table(report))
+
+
+def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
+    from recall_kit_bench import EvalDataset, load_dataset
+
+    try:
+        dataset = load_dataset(dataset_dir, enrichment=enrichment)
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InputError(f"{dataset_dir}: {detail}" if dataset_dir not in detail else detail) from None
+    if limit is not None:
+        dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
+    return dataset
+
+
+def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
+    config = selector_config(base_url=base_url, model=model, timeout=timeout)
+    if not config.configured:
+        raise InputError(f"the refined phase needs --base-url and --model (missing {' and '.join(config.missing())})")
+    return config
+
+
+def _session_report(
+    dataset: EvalDataset, config: SelectorConfig | None
+) -> tuple[DeliveryReport, RefinedReport | None]:
+    """Every query through a real session; tool-using turns when a model refines."""
+    from recall_kit import TurnRunner
+    from recall_kit_bench import DeliveryReport, RefinedReport, run_turns, turn_outcomes
+
+    def runner() -> TurnRunner:
+        return TurnRunner(dataset.snapshot, ModelSelector.from_config(config) if config else None)
+
+    with _progress(len(dataset.queries), "recall") as tick:
+        turns = run_turns(
+            [q.query for q in dataset.queries], runner, tool_turn=config is not None, on_turn=lambda _: tick()
+        )
+    ours = DeliveryReport.of(dataset, turn_outcomes(dataset.queries, turns, "initial"))
+    if config is None:
+        return ours, None
+    endpoint = f"model {config.model} at {config.base_url}, timeout {config.timeout:g} s"
+    return ours, RefinedReport.of(dataset, turns, endpoint)
+
+
+@contextlib.contextmanager
+def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr when it is a terminal; otherwise a silent tick."""
+    if not sys.stderr.isatty():
+        yield lambda: None
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        yield lambda: bar.update(1)

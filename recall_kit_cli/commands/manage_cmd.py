@@ -1,0 +1,137 @@
+"""`recall-kit add`, `show` and `rm`: one memory at a time, validated as the store validates."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from memory_store import MEMORY_TYPES, MemoryDoc, MemoryParseError, MemoryStoreError
+from recall_kit import render_memories
+from recall_kit_cli._format import InputError
+from recall_kit_cli._memories import memory_text, save_memory
+from recall_kit_cli._output import clean, clean_block, echo, echo_json
+from recall_kit_cli._config_file import open_store, resolve_roots, root_option
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below the body are kept.\n"
+
+
+@click.command("add")
+@click.option("--name", required=True, help="Short title (the file name).")
+@click.option("--description", required=True, help="When it applies.")
+@click.option("--type", "type_", required=True, type=click.Choice(sorted(MEMORY_TYPES)))
+@click.option("--keyword", "keywords", multiple=True, help="A keyword (repeatable).")
+@click.option("--body", help="Default: stdin, or $EDITOR.")
+@click.option("--root", "root", metavar="DIR", help="Folder to write into.")
+@click.option("--force", is_flag=True, help="Replace one of the same name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def add(
+    name: str, description: str, type_: str, keywords: tuple[str, ...], body: str | None,
+    root: str | None, force: bool, as_json: bool,
+) -> None:
+    """Save a memory as ROOT/TYPE/SLUG.md, atomically; never over one without --force.
+
+    \b
+    Example:
+      echo "Run alembic upgrade head." | recall-kit add --type project \\
+          --name "Migrations" --description "how atlas migrates its database"
+    """
+    fields = {"--name": name, "--description": description, "--body": body or "", "--keyword": "".join(keywords)}
+    for option, value in fields.items():
+        if _SURROGATES.search(value):  # bytes that were not UTF-8 in the argument
+            raise InputError(f"not saved: {option} is not valid UTF-8")
+    folder = Path(root) if root else Path(resolve_roots(()).paths[0])
+    if not folder.is_dir():
+        raise InputError(f"memory root does not exist: {folder}")
+    if body is None:
+        body = _read_body()
+        if _SURROGATES.search(body):
+            raise InputError("not saved: the body is not valid UTF-8")
+    try:
+        text, doc = memory_text(name, description, type_, body, keywords)
+        saved = save_memory(folder.resolve(), folder.resolve().name, text, doc, overwrite=force,
+                            how_to_overwrite="pass --force")
+    except (MemoryParseError, MemoryStoreError, ValueError, FileExistsError, OSError) as exc:
+        raise InputError(f"not saved: {exc}") from None
+    if as_json:
+        echo_json({"ref": saved.ref, "path": str(saved.path), "overwritten": saved.overwritten})
+    else:
+        echo(f"{'replaced' if saved.overwritten else 'added'} {clean(saved.ref)} ({clean(saved.path)})")
+
+
+def _read_body() -> str:
+    if not sys.stdin.isatty():
+        return sys.stdin.read()
+    edited = click.edit(_EDITOR_HINT, extension=".md")
+    if edited is None:
+        raise InputError("not saved: the editor was closed without saving")
+    return edited.split(_EDITOR_HINT, 1)[0] if _EDITOR_HINT in edited else edited
+
+
+def _find(roots: tuple[str, ...], ref: str) -> MemoryDoc:
+    """The doc a REF names: its ref (root/path.md), its path under a root, or a file path."""
+    with open_store(roots) as store:
+        docs = store.snapshot().docs
+    if ref in docs:
+        return docs[ref]
+    wanted = os.path.abspath(ref)
+    matches = [d for d in docs.values() if d.path == ref or str(d.abspath) == wanted]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise InputError(f"{ref!r} names {len(matches)} memories; use the full ref, e.g. {matches[0].ref}")
+    raise InputError(f"no memory {ref!r}; `recall-kit list` shows the refs")
+
+
+@click.command("show")
+@click.argument("ref")
+@root_option
+@click.option("--raw", is_flag=True, help="The file as written, frontmatter included.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
+    """Show one memory as the agent would see it (or --raw, the file itself).
+
+    \b
+    Example:
+      recall-kit show memories/projects/ledgerline/deploy.md --root examples/memories
+    """
+    doc = _find(roots, ref)
+    if raw:
+        try:
+            text = Path(doc.abspath).read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            raise InputError(f"cannot read {doc.ref}: {exc.strerror}") from None
+    else:
+        text = render_memories([doc])
+    if as_json:
+        echo_json({"ref": doc.ref, "path": str(doc.abspath), "raw": raw, "text": text})
+    else:
+        echo(clean_block(text.rstrip("\n")))
+
+
+@click.command("rm")
+@click.argument("ref")
+@root_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
+    """Delete one memory file, after confirmation unless --yes.
+
+    \b
+    Example:
+      recall-kit rm memories/user/old-note.md --root ~/memories --yes
+    """
+    doc = _find(roots, ref)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InputError(f"not removed: pass --yes to remove {doc.ref} without a terminal")
+        if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
+            raise InputError(f"not removed: {doc.ref}")
+    try:
+        os.unlink(doc.abspath)
+    except OSError as exc:
+        raise InputError(f"cannot remove {doc.ref}: {exc.strerror}") from None
+    echo(f"removed {clean(doc.ref)}")

@@ -1,0 +1,305 @@
+"""`recall-kit query`: what one prompt receives through the real recall path, fast then refined."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+import click
+
+from recall_kit import (
+    Evidence,
+    GateSettings,
+    MemoryStoreError,
+    ModelSelector,
+    ObservedTurn,
+    ScoredDoc,
+    SelectorConfig,
+    TurnRunner,
+    display_url,
+    open_indexed,
+)
+from recall_kit_cli._format import InputError, ModelUnavailable
+from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows
+from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
+
+RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
+FALLBACK = "showing the fast result"
+
+
+@click.command("query")
+@click.argument("text")
+@root_option
+@click.option("--fast-only", is_flag=True, help="Only the fast heuristic (no model stage).")
+@click.option("--base-url", help="OpenAI-compatible endpoint URL.")
+@click.option("--model", help="Model name at that endpoint.")
+@click.option("--model-timeout", type=float, help="Seconds the model may take (default 30).")
+@click.option("--require-model", is_flag=True, help="Exit 3 when the model gives no answer.")
+@click.option("--format", "fmt", type=click.Choice(["text", "block", "json"]), default="text",
+              help="block: just the memory block, if any.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("-v", "--verbose", is_flag=True, help="Also the near misses and why the gate held them.")
+@click.option("--no-cache", is_flag=True, help="Skip the per-user index cache.")
+def query(
+    text: str, roots: tuple[str, ...], fast_only: bool, base_url: str | None, model: str | None,
+    model_timeout: float | None, require_model: bool, fmt: str, as_json: bool, verbose: bool, no_cache: bool,
+) -> None:
+    """Show what TEXT receives: the fast delivery now, the model's refinement after.
+
+    \b
+    Example:
+      recall-kit query "how do we deploy ledgerline?" --root examples/memories -v
+    """
+    fmt = "json" if as_json else fmt
+    config, off_reason = _selector_config(fast_only, base_url, model, model_timeout)
+    if require_model and config is None:
+        raise InputError(f"--require-model: refinement is off ({off_reason})")
+    try:
+        indexed = open_indexed(resolve_roots(roots).paths, use_cache=not no_cache)
+    except MemoryStoreError as exc:
+        raise InputError(str(exc)) from None
+    snapshot = indexed.snapshot
+    if off_reason and fmt == "text":
+        echo(f"refinement off: {clean(off_reason)}")
+
+    def show_initial(turn: ObservedTurn) -> None:
+        if fmt == "text":
+            lines, block = _initial_text(turn, len(snapshot.docs))
+            echo_rows(lines)
+            if block:
+                echo("", clean_block(block))
+            if verbose:
+                echo_rows(_near_miss_lines(turn, indexed.heuristic))
+
+    async def one_turn() -> ObservedTurn:
+        runner = TurnRunner(
+            snapshot, ModelSelector.from_config(config) if config else None, heuristic=indexed.heuristic
+        )
+        try:
+            # with a model: wait for it (bounded by its timeout) as if a tool ran, then the tool-result point
+            between = runner.settle_bound() if config else None
+            return await runner.run(text, between=between, on_initial=show_initial)
+        finally:
+            await runner.aclose()
+
+    turn = asyncio.run(one_turn())
+    summary, answered = _outcome(turn, config) if config else ("", False)
+    if fmt == "json":
+        payload = _initial_json(turn, len(snapshot.docs))
+        payload["load_errors"] = [f"{e.ref}: {e.reason}" for e in snapshot.errors]
+        payload["refinement"] = _refinement_json(config, off_reason)
+        payload["refined"] = _refined_json(turn, config, summary, answered) if config else None
+        if verbose:
+            payload["near_misses"] = [
+                {"ref": scored.doc.ref, "score": round(scored.score, 4), "why": why}
+                for scored, why in _near_misses(turn, indexed.heuristic)
+            ]
+        echo_json(payload)
+    elif fmt == "block":
+        block = turn.initial.text if turn.initial else (turn.tool_result.text if turn.tool_result else "")
+        if block:
+            echo(clean_block(block.rstrip("\n")))
+    elif config:
+        lines, block = _refined_text(turn, summary, answered)
+        echo_rows(lines)
+        if block:
+            echo("", clean_block(block))
+    if require_model and not answered:
+        raise ModelUnavailable(f"--require-model: {summary}")
+
+
+def _selector_config(
+    fast_only: bool, base_url: str | None, model: str | None, timeout: float | None
+) -> tuple[SelectorConfig | None, str | None]:
+    """The endpoint to refine with, or None and the one-line reason refinement is off."""
+    if fast_only:
+        return None, "--fast-only"
+    config = selector_config(base_url=base_url, model=model, timeout=timeout)
+    if not config.configured:
+        missing = " and ".join(config.missing())
+        return None, (
+            f"no model configured (missing {missing}; use --base-url/--model, "
+            "RECALL_KIT_BASE_URL/RECALL_KIT_MODEL, or [selector] in recall-kit.toml)"
+        )
+    return config, None
+
+
+def _outcome(turn: ObservedTurn, config: SelectorConfig) -> tuple[str, bool]:
+    """One plain line on what the model stage did, and whether the model's own answer was used."""
+    selection = turn.selection
+    if selection is None or turn.settled_ms is None:
+        if turn.initial is not None and turn.initial.phase == "refined":
+            return "the model had already answered at the initial point (shown above)", True
+        return f"no answer from the model within the {config.timeout:g} s timeout: {FALLBACK}", False
+    reason = selection.fallback_reason
+    if reason is None:
+        return (f"refined after {turn.settled_ms:.3f} ms (model {selection.latency_ms:.3f} ms): "
+                f"strategy {selection.strategy}, response mode {selection.response_mode or '-'}"), True
+    if reason.startswith("transport error: "):
+        return f"model unreachable ({reason.removeprefix('transport error: ')}): {FALLBACK}", False
+    if reason.startswith("deadline"):
+        return f"model timed out ({reason}): {FALLBACK}", False
+    if reason.startswith("HTTP"):
+        return f"model failed ({reason}): {FALLBACK}", False
+    if reason == "no candidates":
+        return f"model not asked (no candidate memories): {FALLBACK}", False
+    return f"model answer unusable ({reason}): {FALLBACK}", False
+
+
+def _near_misses(turn: ObservedTurn, heuristic: Any) -> list[tuple[ScoredDoc, str]]:
+    """The ranked documents that were not delivered, each with why the confidence gate held it."""
+    delivered = set(turn.initial_refs)
+    ranked, evidence, _ = heuristic.rank(turn.query)
+    return [
+        (scored, _gate_reasons(heuristic.gate, ranked, evidence, i))
+        for i, scored in enumerate(ranked[:RANKED_SHOWN])
+        if scored.doc.ref not in delivered
+    ]
+
+
+def _near_miss_lines(turn: ObservedTurn, heuristic: Any) -> list[str]:
+    misses = _near_misses(turn, heuristic)
+    if not misses:
+        return ["near misses: none"]
+    return ["near misses (ranked, not delivered):"] + [
+        f"  {scored.score:8.3f}  {clean(scored.doc.ref)}: {why}" for scored, why in misses
+    ]
+
+
+def _gate_reasons(gate: GateSettings, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], i: int) -> str:
+    if i >= len(evidence):
+        return f"ranked #{i + 1}; the gate passes only the top {len(evidence)}"
+    ev, reasons = evidence[i], []
+    min_coverage = gate.min_coverage if i == 0 else gate.second_min_coverage
+    coverage = ev.coverage(gate.unknown_weight, gate.generic_weight, gate.cjk_unknown_weight)
+    if ev.specific_terms() < gate.min_terms:
+        reasons.append(f"matched {ev.specific_terms()} specific word(s), needs {gate.min_terms}")
+    head = ev.head_terms(gate.enrichment_head_credit)
+    if head < gate.min_head_terms:
+        reasons.append(f"{head:g} in name/description/keywords, needs {gate.min_head_terms}")
+    if coverage < min_coverage:
+        reasons.append(f"coverage {coverage:.2f} < {min_coverage:.2f}")
+    if i == 1:
+        floor = gate.second_score_ratio * ranked[0].score
+        if ranked[1].score < floor:
+            reasons.append(f"score below {gate.second_score_ratio:g} x the best")
+        if not reasons and not gate.select(ranked, evidence):
+            reasons.append("the best match did not pass")
+    return "; ".join(reasons) or "passed the gate, excluded from this turn"
+
+
+def _scores(turn: ObservedTurn) -> dict[str, float]:
+    return {s.doc.ref: s.score for s in turn.fast.ranked} if turn.fast is not None else {}
+
+
+def _doc_json(doc: Any, scores: dict[str, float]) -> dict[str, Any]:
+    score = scores.get(doc.ref)
+    return {"ref": doc.ref, "name": doc.name, "score": None if score is None else round(score, 4)}
+
+
+def _initial_json(turn: ObservedTurn, store_size: int) -> dict[str, Any]:
+    fast, initial, scores = turn.fast, turn.initial, _scores(turn)
+    return {
+        "query": turn.query,
+        "store_size": store_size,
+        "strategy": initial.strategy if initial else (fast.strategy if fast else "none"),
+        "fast_ms": round(fast.elapsed_ms, 3) if fast else None,
+        "docs_scanned": fast.docs_scanned if fast else 0,
+        "docs": [_doc_json(d, scores) for d in initial.docs] if initial else [],
+        "rendered": initial.text if initial else "",
+        "initial": None if initial is None else {
+            "phase": initial.phase,
+            "point": initial.point,
+            "placement": initial.placement,
+            "latency_ms": round(initial.latency_ms, 3),
+            "wait_ms": round(turn.wait_ms, 3),
+        },
+        "fast": None if fast is None else {
+            "strategy": fast.strategy,
+            "docs": [_doc_json(s.doc, scores) for s in fast.docs],
+            "ranked": [_doc_json(s.doc, scores) for s in fast.ranked[:RANKED_SHOWN]],
+        },
+    }
+
+
+def _refinement_json(config: SelectorConfig | None, off_reason: str | None) -> dict[str, Any]:
+    if config is None:
+        return {"enabled": False, "reason": off_reason}
+    # the endpoint and model only: the key and any credentials in the URL stay out of every output
+    return {"enabled": True, "base_url": display_url(config.base_url), "model": config.model,
+            "timeout_s": config.timeout}
+
+
+def _refined_json(turn: ObservedTurn, config: SelectorConfig, summary: str, answered: bool) -> dict[str, Any]:
+    selection, tool, scores = turn.selection, turn.tool_result, _scores(turn)
+    return {
+        "summary": summary,
+        "model_answered": answered,
+        "settled": turn.settled_ms is not None,
+        "settled_ms": None if turn.settled_ms is None else round(turn.settled_ms, 3),
+        "model_ms": round(selection.latency_ms, 3) if selection else None,
+        "strategy": selection.strategy if selection else None,
+        "response_mode": selection.response_mode if selection else None,
+        "accepted": list(selection.accepted) if selection else [],
+        "rejected": [{"ref": r, "reason": why} for r, why in selection.rejected] if selection else [],
+        "fallback_reason": selection.fallback_reason if selection else None,
+        "docs": [_doc_json(d, scores) for d in selection.docs] if selection else [],
+        "tool_result": None if tool is None else {
+            "docs": list(tool.refs),
+            "phase": tool.phase,
+            "strategy": tool.strategy,
+            "placement": tool.placement,
+            "latency_ms": round(tool.latency_ms, 3),
+            "rendered": tool.text,
+        },
+    }
+
+
+def _doc_lines(docs: Any, scores: dict[str, float]) -> list[str]:
+    lines = []
+    for doc in docs:
+        score = scores.get(doc.ref)
+        shown = "       -" if score is None else f"{score:8.3f}"
+        lines.append(f"  {shown}  {clean(doc.ref)}  {clean(doc.name)}")
+    return lines
+
+
+def _initial_text(turn: ObservedTurn, store_size: int) -> tuple[list[str], str]:
+    """The status lines (fitted to the terminal) and the rendered block (shown whole)."""
+    fast, initial, scores = turn.fast, turn.initial, _scores(turn)
+    lines = []
+    if fast is not None:
+        lines.append(
+            f"fast stage: {fast.elapsed_ms:.3f} ms, {store_size} docs, "
+            f"{fast.docs_scanned} scored, strategy {fast.strategy}"
+        )
+    if initial is None:
+        lines.append(f"initial point (waited {turn.wait_ms:.3f} ms): nothing delivered (no confident match)")
+        return lines, ""
+    lines.append(
+        f"initial point (waited {turn.wait_ms:.3f} ms): phase {initial.phase}, strategy {initial.strategy}, "
+        f"{initial.latency_ms:.3f} ms after begin, placement {initial.placement}"
+    )
+    lines += _doc_lines(initial.docs, scores)
+    return lines, initial.text
+
+
+def _refined_text(turn: ObservedTurn, summary: str, answered: bool) -> tuple[list[str], str]:
+    selection, tool = turn.selection, turn.tool_result
+    lines = ["", clean(summary)]
+    if selection is None or turn.settled_ms is None:
+        return lines, ""
+    if selection.accepted or answered:
+        lines.append("  accepted: " + (", ".join(clean(ref) for ref in selection.accepted) or "(none)"))
+    for ref, reason in selection.rejected:
+        lines.append(f"  rejected: {clean(ref)} ({clean(reason)})")
+    lines.append("  full selection:" if selection.docs else "  full selection: (nothing)")
+    lines += ["  " + line for line in _doc_lines(selection.docs, _scores(turn))]
+    if tool is None:
+        lines.append("first tool-result point: nothing new")
+    else:
+        lines.append(
+            f"first tool-result point: {len(tool.docs)} new, strategy {tool.strategy}, placement {tool.placement}"
+        )
+        return lines, tool.text
+    return lines, ""
