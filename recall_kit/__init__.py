@@ -19,7 +19,7 @@ from recall_kit._heuristic import (
     SlotMatch,
     SnapshotSource,
 )
-from recall_kit._index_cache import IndexedStore, WatchedStore, open_indexed, open_watched
+from recall_kit._open import IndexedStore, WatchedStore, open_indexed, open_watched
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._secrets import display_url
@@ -28,7 +28,8 @@ from recall_kit._background_enrichment import BackgroundEnrichment
 from recall_kit._enrich_sidecar import docs_to_enrich, record_enrichment
 from recall_kit._enricher import Enricher, EnrichmentResult
 from recall_kit._selector import ModelSelector, Selection
-from recall_kit._session import INITIAL_WAIT_MS, Delivery, Recaller, RecallSession
+from recall_kit._recaller import Recaller
+from recall_kit._session import INITIAL_WAIT_MS, Delivery, RecallSession
 from recall_kit._sync_session import SyncRecallSession
 from recall_kit.turns import ObservedTurn, ToolCall, TurnRunner, UntilSettled
 from recall_kit._telemetry import (

@@ -5,16 +5,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
 
 from memory_store import RecallKitError
 from recall_kit._handle import AbortSignal
+from recall_kit._session import Delivery, RecallSession
 
 if TYPE_CHECKING:
     from recall_kit._kinds import ConsumePoint
-    from recall_kit._session import Delivery, Recaller, RecallSession
 
 T = TypeVar("T")
+
+
+class SessionFactory(Protocol):
+    """What a sync session needs of its Recaller: a way to make the session it runs."""
+
+    def session(self) -> RecallSession: ...
 
 
 class SyncRecallSession:
@@ -23,7 +29,7 @@ class SyncRecallSession:
     ``abort`` may be a ``threading.Event`` (polled by the loop every few milliseconds).
     """
 
-    def __init__(self, recaller: Recaller):
+    def __init__(self, recaller: SessionFactory):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="recall-kit-session", daemon=True

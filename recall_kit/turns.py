@@ -17,7 +17,8 @@ from typing import Any
 from memory_store import MemoryDoc
 from recall_kit._heuristic import FastHeuristic, FastResult
 from recall_kit._selector import ModelSelector, Selection
-from recall_kit._session import Delivery, Recaller
+from recall_kit._recaller import Recaller
+from recall_kit._session import Delivery
 from recall_kit._telemetry import RecallEvent, Telemetry
 
 SETTLE_MARGIN_S = 1.0  # beyond the selector's own deadline, before a turn stops waiting

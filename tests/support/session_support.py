@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from memory_store import MemoryStore
 from recall_kit._selector import ModelSelector
-from recall_kit._session import Recaller
+from recall_kit import Recaller
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 from recall_kit.testing import ScriptedChatServer
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory_store import DeferredDoc
 from recall_kit import open_indexed
-from recall_kit._index_cache import _MAGIC, _SIZES_LINE, _SIZES_LEN, _VERSION_LINE, _aligned, _load
+from recall_kit._cache_file import _MAGIC, _SIZES_LINE, _SIZES_LEN, _VERSION_LINE, aligned as _aligned, load as _load
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "memories"
 QUERIES = ["deploy to kubernetes with helm", "python tooling uv ruff", "postgres migrations", "sourdough"]
