@@ -3,6 +3,7 @@
 from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
 from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, DeferredDoc, Enrichment, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
+from memory_store._format import format_memory, memory_slug, new_memory_path
 from memory_store._sidecar import (
     MAX_KEYWORD_CHARS,
     MAX_KEYWORDS,
@@ -41,6 +42,9 @@ __all__ = [
     "Snapshot",
     "atomic_write",
     "file_lock",
+    "format_memory",
+    "memory_slug",
+    "new_memory_path",
     "clean_terms",
     "parse_memory",
     "prune_enrichment",

@@ -8,16 +8,20 @@ file unless asked.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-import yaml
-
-from memory_store import DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc, atomic_write, parse_memory
-
-MAX_SLUG_CHARS = 60
+from memory_store import (
+    DEFAULT_MAX_BYTES,
+    MEMORY_TYPES,
+    MemoryDoc,
+    atomic_write,
+    format_memory,
+    memory_slug,
+    new_memory_path,
+    parse_memory,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,20 +31,14 @@ class SavedMemory:
     overwritten: bool
 
 
-def slug(name: str) -> str:
-    words = re.sub(r"[^\w]+", "-", name.lower(), flags=re.UNICODE).strip("-_")
-    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+slug = memory_slug
 
 
 def memory_text(
     name: str, description: str, type: str, body: str, keywords: Sequence[str] | None = None
 ) -> tuple[str, MemoryDoc]:
     """The file's text and the doc the store will read from it; MemoryParseError when it would skip it."""
-    fields: dict[str, Any] = {"name": name, "description": description, "type": type}
-    if keywords:
-        fields["keywords"] = list(keywords)
-    front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
-    text = f"---\n{front}---\n{body.rstrip()}\n"
+    text = format_memory(name=name, description=description, type=type, body=body, keywords=keywords or ())
     doc = parse_memory(text, max_bytes=DEFAULT_MAX_BYTES)  # the store's own rules, before any write
     if doc.type not in MEMORY_TYPES:  # parse_memory already refuses these; the folder name relies on it
         raise ValueError(f"unknown type {type!r}")
@@ -51,7 +49,7 @@ def save_memory(
     folder: Path, label: str, text: str, doc: MemoryDoc, *, overwrite: bool, how_to_overwrite: str
 ) -> SavedMemory:
     """Write ``text`` as ``<folder>/<type>/<slug>.md``; FileExistsError naming ``how_to_overwrite``."""
-    rel = f"{doc.type}/{slug(doc.name)}.md"
+    rel = new_memory_path(doc.type, doc.name)
     target = folder / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     existed = target.exists()

@@ -1,0 +1,50 @@
+"""Writing a memory: the one place frontmatter is produced, and where a new memory's file goes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+MAX_SLUG_CHARS = 60
+_NOT_WORD = re.compile(r"[^\w]+", flags=re.UNICODE)
+
+
+def format_memory(
+    *,
+    name: str,
+    description: str,
+    type: str,
+    body: str = "",
+    keywords: Sequence[str] = (),
+    usage_scenarios: Sequence[str] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """A memory file's text: YAML frontmatter (name, description, type, then the optional lists and
+    any ``extra`` fields, in that order) between ``---`` lines, then the body.
+
+    Values are quoted by YAML's own rules, so a ``: `` or a ``#`` in a description survives the
+    round trip through ``parse_memory``. It does not validate: ``parse_memory`` does.
+    """
+    fields: dict[str, Any] = {"name": name, "description": description, "type": type}
+    if keywords:
+        fields["keywords"] = list(keywords)
+    if usage_scenarios:
+        fields["usage_scenarios"] = list(usage_scenarios)
+    for key, value in (extra or {}).items():
+        fields.setdefault(key, value)
+    front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
+    return f"---\n{front}---\n{body.rstrip()}\n"
+
+
+def memory_slug(name: str) -> str:
+    """The file name stem a new memory called ``name`` gets: lower-case words joined by ``-``."""
+    words = _NOT_WORD.sub("-", name.lower()).strip("-_")
+    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+
+
+def new_memory_path(type: str, name: str) -> str:
+    """Where a new memory goes, relative to its root: ``<type>/<slug of name>.md``."""
+    return f"{type}/{memory_slug(name)}.md"
