@@ -37,8 +37,7 @@ from typing import Any, Callable
 
 import httpx
 
-from memory_store import MemoryStore, MemoryStoreError
-from recall_kit import ConfigError, Delivery, ModelSelector, Recaller, RecallSession
+from recall_kit import ConfigError, Delivery, MemoryStoreError, RecallSession, SelectorConfig, load_selector_config, open_recaller
 
 MAX_TOOL_ROUNDS = 6
 MAX_FILE_CHARS = 20_000
@@ -166,11 +165,14 @@ class Agent:
             self.on_delivery(delivery)
 
 
-def recall_selector() -> ModelSelector | None:
+def recall_model() -> SelectorConfig | None:
+    """The recall model from RECALL_KIT_* (or recall-kit.toml); None turns refinement off."""
     try:
-        return ModelSelector.from_env()
-    except ConfigError:
-        return None  # refinement off: the fast heuristic alone
+        config = load_selector_config()
+    except ConfigError as exc:
+        print(f"agent_loop: recall model off: {exc}", file=sys.stderr)
+        return None
+    return config if config.configured else None
 
 
 async def main_async(args: argparse.Namespace, prompts: list[str]) -> int:
@@ -178,9 +180,8 @@ async def main_async(args: argparse.Namespace, prompts: list[str]) -> int:
         print(f"[memory {delivery.phase}/{delivery.strategy} at {delivery.point}, {delivery.latency_ms:.0f} ms: "
               f"{', '.join(delivery.refs)}]", file=sys.stderr)
 
-    with MemoryStore.open(*args.root) as store:
-        selector = recall_selector()
-        recaller = Recaller(store, selector)
+    # the watched store, its index and the recall model's client, all closed by the Recaller
+    async with open_recaller(args.root, selector=recall_model()) as recaller:
         session = recaller.session()
         async with httpx.AsyncClient(timeout=args.timeout) as http:
             agent = Agent(http, args.base_url, args.model, session, Sandbox(Path(args.sandbox)),
@@ -190,9 +191,6 @@ async def main_async(args: argparse.Namespace, prompts: list[str]) -> int:
                     print(await run_abortable(agent, prompt))
             finally:
                 await session.close()
-                if selector is not None:
-                    await selector.aclose()
-                recaller.close()
     return 0
 
 

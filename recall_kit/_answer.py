@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from memory_store import MemoryDoc
+from recall_kit.limits import MAX_MODEL_DOCS
 
-MAX_MODEL_DOCS = 5
 ANSWER_KEY = "selected_memories"
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()

@@ -21,14 +21,12 @@ from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_
 from recall_kit._errors import ConfigError
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
 from recall_kit._text import one_line
+from recall_kit.limits import ERROR_SCAN_BYTES, ERROR_SNIPPET_CHARS, MAX_RESPONSE_BYTES
 
 logger = logging.getLogger("recall_kit.chat")
 
 ResponseMode = Literal["json_schema", "json_object", "text"]
 RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
-ERROR_SNIPPET_CHARS = 160  # of a server's error message in a failure reason
-ERROR_SCAN_BYTES = 16_384  # of an error body read for its message
-MAX_BODY_BYTES = 1 << 20  # every answer we ask for is a few KiB; more is a broken or hostile server
 DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, then the single retry
 # How endpoints refuse a response_format: 400 (OpenAI, vLLM), 422 (FastAPI validation), and 500 from
 # llama-cpp-python's server, whose error handler turns its 422 into a 500 (measured with 0.3.36).
@@ -109,10 +107,8 @@ class ChatEndpoint:
         self.timeout = float(timeout)
         self._api_key = clean_api_key(api_key, "api_key")
         self.redact = Redactor((self._api_key, *url.secrets))
-        self._http: httpx.AsyncClient | None = None
-        self._http_loop: asyncio.AbstractEventLoop | None = None
-        self._building: asyncio.Future[httpx.AsyncClient] | None = None  # the client being made
-        self._building_loop: asyncio.AbstractEventLoop | None = None
+        # Connections belong to the loop that opened them: one client per loop, made or being made.
+        self._clients: dict[asyncio.AbstractEventLoop, asyncio.Future[httpx.AsyncClient]] = {}
 
     @property
     def has_api_key(self) -> bool:
@@ -122,13 +118,26 @@ class ChatEndpoint:
     def endpoint(self) -> tuple[str, str]:
         return (self.base_url, self.model)
 
+    def uses_loop(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether a client was opened (or is being opened) on ``loop``."""
+        return loop in self._clients
+
     async def aclose(self) -> None:
-        http, self._http, self._http_loop = self._http, None, None
-        building, self._building, self._building_loop = self._building, None, None
-        if http is None and building is not None and building.done() and not building.cancelled():
-            http = building.result() if building.exception() is None else None
-        if http is not None:
-            await http.aclose()
+        """Close the connections this endpoint opened on the running loop, and forget the clients of
+        loops that have closed since. Each loop's connections are closed on that loop."""
+        self._forget_closed_loops()
+        building = self._clients.pop(asyncio.get_running_loop(), None)
+        if building is None:
+            return
+        try:
+            client = await building
+        except Exception:  # it was never made: nothing to close
+            return
+        await client.aclose()
+
+    def _forget_closed_loops(self) -> None:
+        for loop in [loop for loop in self._clients if loop.is_closed()]:
+            self._clients.pop(loop, None)
 
     async def complete(
         self, messages: list[dict[str, str]], response_format: ResponseFormat, *, max_tokens: int
@@ -142,17 +151,13 @@ class ChatEndpoint:
 
     async def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
-        if self._http is not None and self._http_loop is loop:  # connections belong to one loop
-            return self._http
-        if self._building is None or self._building_loop is not loop:
+        building = self._clients.get(loop)
+        if building is None or (building.done() and building.exception() is not None):
+            self._forget_closed_loops()
             # building the client loads the TLS trust store (tens of ms): on a worker thread, once,
             # and kept even when the call that started it is cancelled (the next one needs it)
-            self._building = loop.run_in_executor(None, self._new_client)
-            self._building_loop = loop
-        client = await asyncio.shield(self._building)
-        if self._http is None or self._http_loop is not loop:
-            self._http, self._http_loop = client, loop
-        return self._http
+            building = self._clients[loop] = loop.run_in_executor(None, self._new_client)
+        return await asyncio.shield(building)
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), auth=self._auth)
@@ -204,14 +209,14 @@ class ChatEndpoint:
                 "POST", f"{self._request_url}/chat/completions", json=payload, headers=headers
             ) as response:
                 length = response.headers.get("content-length", "")
-                if length.isdigit() and int(length) > MAX_BODY_BYTES:
+                if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
                     raise ChatFailure("response body over 1 MiB", mode)
                 body = bytearray()
                 oversized = False
                 # Streamed so the deadline can cut a drip. Read to the end (bounded by the deadline):
                 # leaving the loop early would leave httpx's generators for asyncio to finalise in a task.
                 async for chunk in response.aiter_bytes():
-                    oversized = oversized or len(body) + len(chunk) > MAX_BODY_BYTES
+                    oversized = oversized or len(body) + len(chunk) > MAX_RESPONSE_BYTES
                     if not oversized:
                         body += chunk
                 if oversized:
@@ -237,6 +242,20 @@ class ChatModelClient:
         self.base_url = self._chat.base_url
         self.model = model
         self.timeout = self._chat.timeout
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections opened on the running loop (see ``ChatEndpoint.aclose``)."""
+        await self._chat.aclose()
+
+    def uses_loop(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether this client opened HTTP connections on ``loop``."""
+        return self._chat.uses_loop(loop)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @classmethod
     def from_config(cls, config: SelectorConfig) -> Self:

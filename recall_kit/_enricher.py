@@ -135,15 +135,6 @@ class Enricher(ChatModelClient):
 
     unconfigured = "no model configured for enrichment"
 
-    async def __aenter__(self) -> "Enricher":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._chat.aclose()
-
     async def enrich(self, doc: MemoryDoc) -> EnrichmentResult:
         """Ask the model for ``doc``'s search terms; on any failure the result says why. Never raises."""
         started = time.perf_counter()

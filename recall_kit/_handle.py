@@ -69,8 +69,9 @@ class PrefetchHandle:
     the handle only owns the tasks and records what happened."""
 
     id: int
-    query: str
+    query: str  # as recall reads it (limits.bounded_prompt)
     box: FastResultBox
+    query_chars: int = 0  # of the prompt as given
     fired_at: float = field(default_factory=time.perf_counter)
     task: asyncio.Task[None] | None = None
     abort_watch: asyncio.Task[None] | None = None

@@ -8,16 +8,17 @@ from typing import Mapping, Sequence
 
 from memory_store import MEMORY_TYPES, MemoryDoc
 from recall_kit._text import format_age, one_line
-
-MAX_MANIFEST_DOCS = 200
-MAX_MANIFEST_BYTES = 25_000
-MAX_DESCRIPTION_CHARS = 300  # a description is a one-line summary; longer text is noise to the model
-MAX_KEYWORDS = 12
-MAX_KEYWORD_CHARS = 40
-MAX_KEYWORDS_BYTES = 120  # frontmatter and enrichment keywords together: 71 enriched lines fit MAX_MANIFEST_BYTES
-MAX_SCENARIOS = 1  # one example request says enough; the line stays short
-MAX_SCENARIOS_BYTES = 80
-MAX_QUERY_CHARS = 4_000
+from recall_kit.limits import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_MANIFEST_BYTES,
+    MAX_MANIFEST_DOCS,
+    MAX_MANIFEST_KEYWORD_CHARS,
+    MAX_MANIFEST_KEYWORDS,
+    MAX_MANIFEST_KEYWORDS_BYTES,
+    MAX_MANIFEST_SCENARIOS,
+    MAX_MANIFEST_SCENARIOS_BYTES,
+    MODEL_PROMPT_CHARS,
+)
 
 _LINE_CACHE_SIZE = 8192  # lines of recently shown docs, keyed by (ref, content_hash)
 _LINE_PARTS: dict[tuple[str, str, object], tuple[str, str, int]] = {}
@@ -62,11 +63,11 @@ def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
             keywords += doc.enrichment.keywords
             scenarios += doc.enrichment.usage_scenarios
         if keywords:
-            shown = ", ".join(k[:MAX_KEYWORD_CHARS] for k in keywords[:MAX_KEYWORDS])
-            tail += f"{FIELD_SEPARATOR}keywords: {_capped(manifest_text(shown), MAX_KEYWORDS_BYTES)}"
+            shown = ", ".join(k[:MAX_MANIFEST_KEYWORD_CHARS] for k in keywords[:MAX_MANIFEST_KEYWORDS])
+            tail += f"{FIELD_SEPARATOR}keywords: {_capped(manifest_text(shown), MAX_MANIFEST_KEYWORDS_BYTES)}"
         if scenarios:
-            shown = "; ".join(s for s in scenarios[:MAX_SCENARIOS])
-            tail += f"{FIELD_SEPARATOR}scenarios: {_capped(manifest_text(shown), MAX_SCENARIOS_BYTES)}"
+            shown = "; ".join(s for s in scenarios[:MAX_MANIFEST_SCENARIOS])
+            tail += f"{FIELD_SEPARATOR}scenarios: {_capped(manifest_text(shown), MAX_MANIFEST_SCENARIOS_BYTES)}"
         if len(_LINE_PARTS) >= _LINE_CACHE_SIZE:
             _LINE_PARTS.clear()
         parts = _LINE_PARTS[key] = (head, tail, len(head.encode()) + len(tail.encode()))
@@ -122,7 +123,7 @@ def build_manifest(
 
 
 def user_message(query: str, manifest: Manifest) -> str:
-    query = query.strip()[:MAX_QUERY_CHARS]
+    query = query.strip()[:MODEL_PROMPT_CHARS]
     return (
         f"{QUERY_PREFIX}{manifest_text(query)}\n\n"
         f"{MANIFEST_HEADING} ({len(manifest.docs)}):\n{manifest.text}\n"

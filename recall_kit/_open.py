@@ -17,12 +17,20 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot
+from recall_kit._config import SelectorConfig
+from recall_kit._enricher import Enricher
+from recall_kit._errors import UsageError
+from recall_kit._recaller import Recaller
+from recall_kit._selector import ModelSelector
+from recall_kit._session import INITIAL_WAIT_MS
+from recall_kit._telemetry import Telemetry
+from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import Cached, Kept, cache_path, doc_from, enrichment_key, load, save
 from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, build_index
 from recall_kit._index import FieldIndex
@@ -189,3 +197,73 @@ def _index_for(snapshot: Snapshot, cached: Cached | None, reused: Set[str]) -> t
         terms, surfaces = _doc_fields(snapshot.docs[ref])
         index.add(ref, terms, surfaces)
     return index, bool(stale or fresh)
+
+
+def open_recaller(
+    roots: Sequence[str | os.PathLike[str]] | Snapshot,
+    *,
+    watch: bool = True,
+    use_cache: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    selector: SelectorConfig | ModelSelector | None = None,
+    enrich: SelectorConfig | Enricher | None = None,
+    enrich_calls_per_minute: float | None = None,
+    telemetry: Telemetry | Callable[[Any], object] | None = None,
+    initial_wait_ms: float = INITIAL_WAIT_MS,
+    body_budget: int = BODY_BUDGET,
+    **store_options: Any,
+) -> Recaller:
+    """Open memory roots and everything recall needs over them; the Recaller closes all it opened.
+
+    ``roots`` are memory folders, opened watched (``watch``, the default: a long-lived agent) or as
+    one snapshot (a one-shot command), through the per-user index cache unless ``use_cache`` is
+    False; ``store_options`` go to ``MemoryStore.open``. A ``Snapshot`` instead of roots is recalled
+    from as it is. ``selector`` and ``enrich`` are a ``SelectorConfig`` (a client is made for it and
+    closed with the Recaller) or a client made by the caller (it stays the caller's). Background
+    enrichment needs a watched store.
+
+    Close the result with ``close()`` in threaded code and ``await aclose()`` (or ``async with``)
+    on the event loop that used the selector. Raises MemoryStoreError for a missing root and
+    ConfigError for an unusable selector setting; nothing is left open when it raises.
+    """
+    closers: list[Callable[[], object]] = []  # what was opened here, in order
+    try:
+        store: MemoryStore | Snapshot
+        heuristic: FastHeuristic
+        reused, cache_file = 0, None
+        if isinstance(roots, Snapshot):
+            store, heuristic = roots, FastHeuristic(roots)
+        elif watch:
+            watched = open_watched(roots, use_cache=use_cache, cache_dir=cache_dir, **store_options)
+            store, heuristic, reused, cache_file = watched.store, watched.heuristic, watched.reused, watched.cache_file
+            closers.append(store.close)
+        else:
+            if store_options:
+                raise UsageError(f"store options {sorted(store_options)} apply to a watched store only")
+            indexed = open_indexed(roots, use_cache=use_cache, cache_dir=cache_dir)
+            store, heuristic, reused, cache_file = indexed.snapshot, indexed.heuristic, indexed.reused, indexed.cache_file
+        closers.append(heuristic.close)
+        made_selector = ModelSelector.from_config(selector) if isinstance(selector, SelectorConfig) else None
+        enricher = Enricher.from_config(enrich) if isinstance(enrich, SelectorConfig) else enrich
+        if enricher is not None and not isinstance(store, MemoryStore):
+            raise UsageError("background enrichment needs a watched store: open the roots with watch=True")
+        recaller = Recaller(
+            store,
+            made_selector if made_selector is not None else selector if not isinstance(selector, SelectorConfig) else None,
+            telemetry=telemetry,
+            heuristic=heuristic,
+            initial_wait_ms=initial_wait_ms,
+            body_budget=body_budget,
+            enrich=enricher,
+            enrich_calls_per_minute=enrich_calls_per_minute,
+        )
+    except BaseException:
+        for close in reversed(closers):
+            close()
+        raise
+    for close in reversed(closers):  # closed after the Recaller's own parts, in reverse: the store last
+        recaller._adopt(close)
+    if made_selector is not None:
+        recaller._adopt_selector(made_selector)
+    recaller.reused_from_cache, recaller.cache_file = reused, cache_file
+    return recaller

@@ -11,8 +11,8 @@ from memory_store import MemoryDoc
 from recall_kit._handle import PrefetchHandle, RecallOutcome
 
 if TYPE_CHECKING:
-    from recall_kit._heuristic import FastHeuristic, FastResult
-    from recall_kit._selector import ModelSelector
+    from recall_kit._heuristic import FastResult
+    from recall_kit._protocols import FastStage, Selector
 
 _log = logging.getLogger("recall_kit")
 
@@ -23,8 +23,8 @@ MODEL_STAGE_SAFETY_S = 60.0
 
 async def run_recall(
     handle: PrefetchHandle,
-    heuristic: FastHeuristic,
-    selector: ModelSelector | None,
+    heuristic: FastStage,
+    selector: Selector | None,
     snapshot_docs: Callable[[], Sequence[MemoryDoc]],
     exclude: frozenset[str],
     on_settled: Callable[[PrefetchHandle], None],
@@ -46,7 +46,7 @@ async def run_recall(
         on_settled(handle)
 
 
-def _run_heuristic(heuristic: FastHeuristic, query: str, exclude: frozenset[str]) -> FastResult:
+def _run_heuristic(heuristic: FastStage, query: str, exclude: frozenset[str]) -> FastResult:
     try:
         return heuristic.recall(query, exclude=exclude)
     except Exception:  # a broken index must not break the agent's turn
@@ -56,7 +56,7 @@ def _run_heuristic(heuristic: FastHeuristic, query: str, exclude: frozenset[str]
 
 async def _run_selector(
     query: str,
-    selector: ModelSelector,
+    selector: Selector,
     snapshot_docs: Callable[[], Sequence[MemoryDoc]],
     exclude: frozenset[str],
     fast: FastResult,

@@ -9,8 +9,8 @@ from typing import Iterable
 
 from memory_store import MemoryDoc
 from recall_kit._text import format_age, one_line
+from recall_kit.limits import BODY_BUDGET
 
-BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
 WRAPPER_TAG = "recalled-memories"
 DOC_TAG = "memory"
 HEADING = "# Recalled memories"

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from memory_store import MemoryDoc
-from recall_kit._answer import ANSWER_KEY, MAX_MODEL_DOCS, AnswerError, parse_answer, validate_selection
+from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
+from recall_kit.limits import MAX_MODEL_DOCS
 from recall_kit._chat import (
     ChatModelClient,  # noqa: F401  (_ENDPOINT_MODES, _message_content: imported by tests and bench)
     _ENDPOINT_MODES,
@@ -85,15 +86,6 @@ class ModelSelector(ChatModelClient):
     @property
     def endpoint(self) -> tuple[str, str]:
         return self._chat.endpoint
-
-    async def __aenter__(self) -> "ModelSelector":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._chat.aclose()
 
     async def select(
         self,

@@ -14,18 +14,18 @@ from recall_kit._handle import AbortSignal, FastResultBox, PrefetchHandle, wait_
 from recall_kit._pipeline import run_recall
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import render_memories
+from recall_kit.limits import bounded_prompt
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 
 if TYPE_CHECKING:
-    from recall_kit._heuristic import FastHeuristic
-    from recall_kit._selector import ModelSelector
+    from recall_kit._protocols import FastStage, Selector
 
 
 class SessionParts(Protocol):
     """What a session takes from its Recaller: the stages, the telemetry and the delivery settings."""
 
-    heuristic: FastHeuristic
-    selector: ModelSelector | None
+    heuristic: FastStage
+    selector: Selector | None
     telemetry: Telemetry
     initial_wait_ms: float
     body_budget: int
@@ -84,7 +84,7 @@ class RecallSession:
             raise RecallKitError("begin() on a closed RecallSession")
         self.cancel("new_query")
         recaller = self.recaller
-        handle = PrefetchHandle(next(self._handle_ids), query, FastResultBox())
+        handle = PrefetchHandle(next(self._handle_ids), bounded_prompt(query), FastResultBox(), query_chars=len(query))
         self._handle = handle
         handle.task = self._spawn(
             run_recall(
@@ -282,7 +282,7 @@ class RecallSession:
             RecallEvent(
                 session_id=self.id,
                 handle_id=handle.id,
-                query_chars=len(handle.query),
+                query_chars=handle.query_chars,
                 docs_scanned=fast.docs_scanned if fast else 0,
                 docs_selected=len(selected),
                 strategy=outcome.strategy if outcome else (fast.strategy if fast else "none"),

@@ -93,8 +93,7 @@ class SyncRecallSession:
     async def _shutdown(self) -> None:
         await self._session.close()
         selector = self._session.recaller.selector
-        # the selector's HTTP connections belong to the loop that opened them: ours is ending
-        if selector is not None and getattr(selector, "_http_loop", None) is self._loop:
+        if selector is not None:  # the connections it opened on our loop end with the loop
             await selector.aclose()
 
     def _await(self, awaitable: Awaitable[T]) -> T:

@@ -12,12 +12,12 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from memory_store import MemoryDoc
-from recall_kit._heuristic import FastHeuristic, FastResult
-from recall_kit._selector import ModelSelector, Selection
+from recall_kit._heuristic import FastResult
+from recall_kit._protocols import FastStage, Selector
 from recall_kit._recaller import Recaller
+from recall_kit._selector import Selection
 from recall_kit._session import Delivery
 from recall_kit._telemetry import RecallEvent, Telemetry
 
@@ -83,9 +83,9 @@ class _Record:
 
 
 class _RecordingHeuristic:
-    """Delegates to a FastHeuristic and keeps the FastResult (scores included) in the turn's record."""
+    """Delegates to the fast stage and keeps the FastResult (scores included) in the turn's record."""
 
-    def __init__(self, heuristic: FastHeuristic, record: _Record) -> None:
+    def __init__(self, heuristic: FastStage, record: _Record) -> None:
         self.heuristic, self.record = heuristic, record
 
     def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
@@ -94,36 +94,42 @@ class _RecordingHeuristic:
 
 
 class _RecordingSelector:
-    """Delegates to a ModelSelector and keeps the Selection (accepted and rejected refs)."""
+    """Delegates to the model stage and keeps the Selection (accepted and rejected refs)."""
 
-    def __init__(self, selector: ModelSelector, record: _Record) -> None:
+    def __init__(self, selector: Selector, record: _Record) -> None:
         self.selector, self.record = selector, record
         self.timeout: float = selector.timeout
 
-    async def select(self, query: str, candidates: Sequence[MemoryDoc], **options: Any) -> Selection:
-        self.record.selection = await self.selector.select(query, candidates, **options)
+    async def select(
+        self,
+        query: str,
+        candidates: Sequence[MemoryDoc],
+        *,
+        preferred: Sequence[MemoryDoc] = (),
+        fallback: Sequence[MemoryDoc] = (),
+    ) -> Selection:
+        self.record.selection = await self.selector.select(query, candidates, preferred=preferred, fallback=fallback)
         return self.record.selection
+
+    async def aclose(self) -> None:
+        """The selector is the turn runner's Recaller's: it closes it."""
 
 
 class TurnRunner:
-    """Runs observed turns on a store with a shared heuristic and an optional model selector.
+    """Runs observed turns over one Recaller's store, heuristic and selector.
 
-    Each turn gets its own Recaller around the shared stages, so turns may run concurrently and
-    still record their own fast result and selection. The runner closes the selector it is given
-    and the heuristic it made.
+    Each turn gets its own session from a Recaller that shares those stages, so turns may run
+    concurrently and still record their own fast result and selection. The runner owns nothing:
+    the Recaller it is given closes what it opened.
     """
 
-    def __init__(
-        self, store: Any, selector: ModelSelector | None = None, *, heuristic: FastHeuristic | None = None
-    ) -> None:
-        self.store = store
-        self.selector = selector
-        self._owns_heuristic = heuristic is None
-        self.heuristic = heuristic if heuristic is not None else FastHeuristic(store)
+    def __init__(self, recaller: Recaller) -> None:
+        self.recaller = recaller
 
     def settle_bound(self) -> UntilSettled:
         """Wait for the recall up to the selector's own deadline plus a margin."""
-        return UntilSettled((self.selector.timeout if self.selector else 0.0) + SETTLE_MARGIN_S)
+        selector = self.recaller.selector
+        return UntilSettled((selector.timeout if selector else 0.0) + SETTLE_MARGIN_S)
 
     async def run(
         self,
@@ -140,12 +146,14 @@ class TurnRunner:
                 record.settled_at = time.perf_counter()
                 record.settled.set()
 
-        selector = _RecordingSelector(self.selector, record) if self.selector is not None else None
+        shared = self.recaller
         recaller = Recaller(
-            self.store,
-            selector,  # type: ignore[arg-type]
+            shared.store,
+            _RecordingSelector(shared.selector, record) if shared.selector is not None else None,
             telemetry=Telemetry(on_event),
-            heuristic=_RecordingHeuristic(self.heuristic, record),  # type: ignore[arg-type]
+            heuristic=_RecordingHeuristic(shared.heuristic, record),
+            initial_wait_ms=shared.initial_wait_ms,
+            body_budget=shared.body_budget,
         )
         session = recaller.session()
         try:
@@ -166,13 +174,8 @@ class TurnRunner:
             session.finish()
         finally:
             await session.close()
+            recaller.close()
         return turn
-
-    async def aclose(self) -> None:
-        if self.selector is not None:
-            await self.selector.aclose()
-        if self._owns_heuristic:
-            self.heuristic.close()
 
 
 async def _between(between: Between, record: _Record) -> None:

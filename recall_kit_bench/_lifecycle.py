@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from recall_kit import FastHeuristic, ModelSelector
+from recall_kit import FastHeuristic, ModelSelector, Recaller
 from recall_kit_bench._evaluation import (
     EvalDataset,
     EvalQuery,
@@ -240,7 +240,8 @@ async def _run(
     heuristic = FastHeuristic(dataset.snapshot)
     # one runner per latency, each with its selector; query i gets latency i mod len(latencies)
     selectors = [ModelSelector(s.base_url, "scripted") for s in servers]
-    runners = [TurnRunner(dataset.snapshot, selector, heuristic=heuristic) for selector in selectors]
+    recallers = [Recaller(dataset.snapshot, selector, heuristic=heuristic) for selector in selectors]
+    runners = [TurnRunner(recaller) for recaller in recallers]
     rng = random.Random(seed)
     tool_times = [rng.uniform(*tool_ms) for _ in queries]
     docs = list(dataset.snapshot.docs.values())
@@ -270,8 +271,9 @@ async def _run(
             concurrency * 2, tick,
         )
     finally:
-        for each in runners:
-            await each.aclose()
+        for selector in selectors:
+            await selector.aclose()
+        heuristic.close()
 
     free_initial = turn_outcomes(queries, tool_free, "initial")
     using_turn = turn_outcomes(queries, tool_using, "turn")

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recall_kit import ObservedTurn, TurnRunner
+from recall_kit import ObservedTurn, Recaller, TurnRunner
 from recall_kit_bench._evaluation import EvalQuery, Percentiles, QueryOutcome, percentiles
 
 
 def run_turns(
     queries: Sequence[str],
-    runner_factory: Callable[[], TurnRunner],
+    recaller_factory: Callable[[], Recaller],
     *,
     tool_turn: bool = False,
     on_turn: Callable[[ObservedTurn], None] | None = None,
@@ -22,15 +22,13 @@ def run_turns(
     """Every query in order on one event loop; tool-using turns wait for the recall to settle."""
 
     async def all_turns() -> list[ObservedTurn]:
-        runner = runner_factory()  # made on the loop: the selector's client belongs to it
-        turns = []
-        try:
+        async with recaller_factory() as recaller:  # on the loop: the selector's connections belong to it
+            runner = TurnRunner(recaller)
+            turns = []
             for query in queries:
                 turns.append(await runner.run(query, between=runner.settle_bound() if tool_turn else None))
                 if on_turn is not None:
                     on_turn(turns[-1])
-        finally:
-            await runner.aclose()
         return turns
 
     return asyncio.run(all_turns())

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from recall_kit import ModelSelector, SelectorConfig
+from recall_kit import SelectorConfig
 from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
 from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
@@ -149,15 +149,15 @@ def _session_report(
     dataset: EvalDataset, config: SelectorConfig | None
 ) -> tuple[DeliveryReport, RefinedReport | None]:
     """Every query through a real session; tool-using turns when a model refines."""
-    from recall_kit import TurnRunner
+    from recall_kit import Recaller, open_recaller
     from recall_kit_bench import DeliveryReport, RefinedReport, run_turns, turn_outcomes
 
-    def runner() -> TurnRunner:
-        return TurnRunner(dataset.snapshot, ModelSelector.from_config(config) if config else None)
+    def recaller() -> Recaller:
+        return open_recaller(dataset.snapshot, selector=config)
 
     with _progress(len(dataset.queries), "recall") as tick:
         turns = run_turns(
-            [q.query for q in dataset.queries], runner, tool_turn=config is not None, on_turn=lambda _: tick()
+            [q.query for q in dataset.queries], recaller, tool_turn=config is not None, on_turn=lambda _: tick()
         )
     ours = DeliveryReport.of(dataset, turn_outcomes(dataset.queries, turns, "initial"))
     if config is None:

@@ -8,17 +8,18 @@ from typing import Any, Sequence
 import click
 
 from recall_kit import (
+    ConfigError,
     Evidence,
     GateSettings,
     MemoryStoreError,
-    ModelSelector,
     ObservedTurn,
     ScoredDoc,
     SelectorConfig,
     TurnRunner,
     display_url,
-    open_indexed,
+    open_recaller,
 )
+from recall_kit.limits import bounded_prompt
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
@@ -54,11 +55,12 @@ def query(
     config, off_reason = _selector_config(fast_only, base_url, model, model_timeout)
     if require_model and config is None:
         raise InputError(f"--require-model: refinement is off ({off_reason})")
+    text = bounded_prompt(text)  # what recall reads of it; a pasted log costs no more than its head
     try:
-        indexed = open_indexed(resolve_roots(roots).paths, use_cache=not no_cache)
-    except MemoryStoreError as exc:
+        recaller = open_recaller(resolve_roots(roots).paths, watch=False, use_cache=not no_cache, selector=config)
+    except (MemoryStoreError, ConfigError) as exc:
         raise InputError(str(exc)) from None
-    snapshot = indexed.snapshot
+    snapshot = recaller.snapshot()
     if off_reason and fmt == "text":
         echo(f"refinement off: {clean(off_reason)}")
 
@@ -69,18 +71,14 @@ def query(
             if block:
                 echo("", clean_block(block))
             if verbose:
-                echo_rows(_near_miss_lines(turn, indexed.heuristic))
+                echo_rows(_near_miss_lines(turn, recaller.heuristic))
 
     async def one_turn() -> ObservedTurn:
-        runner = TurnRunner(
-            snapshot, ModelSelector.from_config(config) if config else None, heuristic=indexed.heuristic
-        )
-        try:
+        async with recaller:  # closed on this loop: the selector's connections belong to it
+            runner = TurnRunner(recaller)
             # with a model: wait for it (bounded by its timeout) as if a tool ran, then the tool-result point
             between = runner.settle_bound() if config else None
             return await runner.run(text, between=between, on_initial=show_initial)
-        finally:
-            await runner.aclose()
 
     turn = asyncio.run(one_turn())
     summary, answered = _outcome(turn, config) if config else ("", False)
@@ -92,7 +90,7 @@ def query(
         if verbose:
             payload["near_misses"] = [
                 {"ref": scored.doc.ref, "score": round(scored.score, 4), "why": why}
-                for scored, why in _near_misses(turn, indexed.heuristic)
+                for scored, why in _near_misses(turn, recaller.heuristic)
             ]
         echo_json(payload)
     elif fmt == "block":

@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from recall_kit.limits import HOOK_LOG_MAX_BYTES
+
 APP = "recall-kit"
-LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ def append_log(path: Path, message: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            if path.stat().st_size > LOG_MAX_BYTES:
+            if path.stat().st_size > HOOK_LOG_MAX_BYTES:
                 os.replace(path, path.with_name(path.name + ".1"))
         except FileNotFoundError:
             pass

@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from memory_store import MemoryStoreError
-from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, WatchedStore, open_watched
+from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
 from recall_kit_cli.integrations._runtime import RuntimePaths, private_folder
-from recall_kit_cli.integrations.protocol import MAX_LINE_BYTES, PROTOCOL_VERSION
+from recall_kit.limits import MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
+from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
 
 _log = logging.getLogger("recall_kit.daemon")
 
 DEFAULT_IDLE_TIMEOUT_S = 30 * 60.0
 DEFAULT_SESSION_TTL_S = 6 * 3600.0  # an agent that died without SessionEnd leaves its session this long
-MAX_SESSION_ID_CHARS = 256
-MAX_QUERY_CHARS = 100_000
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
@@ -66,7 +65,7 @@ class RecallDaemon:
         self._selector: ModelSelector | None = None
         self._store_options = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
-        self._recallers: dict[tuple[str, ...], asyncio.Task[tuple[WatchedStore, Recaller]]] = {}
+        self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         self._conversations: dict[str, _Conversation] = {}
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping = asyncio.Event()
@@ -101,7 +100,7 @@ class RecallDaemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop, f"signal {signal.Signals(sig).name}")
         listener = self._bind()
-        server = await asyncio.start_unix_server(self._serve_client, sock=listener, limit=MAX_LINE_BYTES)
+        server = await asyncio.start_unix_server(self._serve_client, sock=listener, limit=PROTOCOL_MAX_LINE_BYTES)
         if self._selector_config is not None:
             self._selector = ModelSelector.from_config(self._selector_config)
         try:
@@ -163,11 +162,10 @@ class RecallDaemon:
             if not task.done():
                 task.cancel()
             try:
-                watched, recaller = await task
+                recaller = await task
             except BaseException:  # an open that failed or was cancelled holds nothing
                 continue
-            recaller.close()
-            watched.close()
+            recaller.close()  # its store and heuristic; the shared selector is closed below
         self._recallers.clear()
         if self._selector is not None:
             await self._selector.aclose()
@@ -195,7 +193,7 @@ class RecallDaemon:
                 try:
                     line = await reader.readline()
                 except (ValueError, asyncio.LimitOverrunError):
-                    writer.write(_encode({"ok": False, "error": f"request over {MAX_LINE_BYTES} bytes"}))
+                    writer.write(_encode({"ok": False, "error": f"request over {PROTOCOL_MAX_LINE_BYTES} bytes"}))
                     await writer.drain()
                     return
                 if not line:
@@ -237,7 +235,7 @@ class RecallDaemon:
         if not isinstance(query, str) or not query.strip():
             raise _RequestError("begin needs a non-empty 'query'")
         key = _roots_key(message.get("roots"))
-        _store, recaller = await self._recaller(key)
+        recaller = await self._recaller(key)
         conversation = self._conversations.get(sid)
         if conversation is not None and conversation.key != key:
             del self._conversations[sid]
@@ -247,7 +245,7 @@ class RecallDaemon:
             conversation = _Conversation(RecallSession(recaller, sid), key)
             self._conversations[sid] = conversation
         conversation.touched = time.monotonic()
-        conversation.session.begin(query[:MAX_QUERY_CHARS])
+        conversation.session.begin(query)  # begin() cuts it to what recall reads
         return {}
 
     async def _op_consume(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -291,11 +289,11 @@ class RecallDaemon:
         stores = []
         for key, task in self._recallers.items():
             if task.done() and not task.cancelled() and task.exception() is None:
-                watched, _ = task.result()
-                snapshot = watched.store.snapshot()
+                recaller = task.result()
+                snapshot = recaller.snapshot()
                 stores.append({
                     "roots": list(key), "version": snapshot.version, "docs": len(snapshot.docs),
-                    "reused_from_cache": watched.reused,
+                    "reused_from_cache": recaller.reused_from_cache,
                 })
         return {
             "protocol": PROTOCOL_VERSION,
@@ -322,7 +320,7 @@ class RecallDaemon:
         "status": _op_status,
     }
 
-    async def _recaller(self, key: tuple[str, ...]) -> tuple[WatchedStore, Recaller]:
+    async def _recaller(self, key: tuple[str, ...]) -> Recaller:
         """The store and Recaller for a root set, opened once; concurrent callers share the open."""
         task = self._recallers.get(key)
         if task is None:
@@ -335,9 +333,9 @@ class RecallDaemon:
                 del self._recallers[key]  # a root that appears later gets another try
             raise
 
-    def _open(self, key: tuple[str, ...]) -> tuple[WatchedStore, Recaller]:
-        watched = open_watched(key, use_cache=self._use_cache, **self._store_options)
-        return watched, Recaller(watched.store, self._selector, heuristic=watched.heuristic)
+    def _open(self, key: tuple[str, ...]) -> Recaller:
+        # the selector is the daemon's, shared by every root set; the Recaller closes the rest
+        return open_recaller(key, watch=True, use_cache=self._use_cache, selector=self._selector, **self._store_options)
 
 
 def _encode(answer: dict[str, Any]) -> bytes:

@@ -13,11 +13,11 @@ import sys
 import time
 from typing import IO, Any
 
+from recall_kit.limits import HOOK_MAX_STDIN_BYTES, bounded_prompt
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, runtime_paths
 from recall_kit_cli.integrations.protocol import DaemonError, request
 
 HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: Claude Code must never wait on recall
-MAX_STDIN_BYTES = 8 << 20  # a tool response can be large; the hook reads only the fields it needs
 _CONNECT_POLL_S = (0.002, 0.005, 0.01, 0.02)  # back-off while an auto-started daemon binds
 
 
@@ -50,9 +50,9 @@ def run_claude_code(
     paths = runtime_paths(env)
     event = "?"
     try:
-        raw = (stdin or sys.stdin.buffer).read(MAX_STDIN_BYTES + 1)
-        if len(raw) > MAX_STDIN_BYTES:
-            raise HookFailure(f"hook input over {MAX_STDIN_BYTES} bytes")
+        raw = (stdin or sys.stdin.buffer).read(HOOK_MAX_STDIN_BYTES + 1)
+        if len(raw) > HOOK_MAX_STDIN_BYTES:
+            raise HookFailure(f"hook input over {HOOK_MAX_STDIN_BYTES} bytes")
         try:
             payload = json.loads(raw)
         except ValueError as exc:
@@ -86,7 +86,8 @@ def _handle(
             raise HookFailure("no --root given to `recall-kit hook claude-code`")
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         absolute = [os.path.abspath(os.path.join(cwd or os.getcwd(), os.path.expanduser(r))) for r in roots]
-        begin = {"op": "begin", "session": session, "roots": absolute, "query": prompt}
+        # cut to what recall reads before the protocol's line limit can refuse it
+        begin = {"op": "begin", "session": session, "roots": absolute, "query": bounded_prompt(prompt)}
         consume = {"op": "consume", "session": session, "point": "initial"}
         responses = _call(paths, [begin, consume], deadline, env, autostart=True)
         return _context(event, responses[-1])

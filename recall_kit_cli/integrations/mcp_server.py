@@ -16,8 +16,9 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStoreError
-from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_watched
+from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStore, MemoryStoreError
+from recall_kit import FastHeuristic, RecallSession, SelectorConfig, open_recaller
+from recall_kit.limits import bounded_prompt
 from recall_kit_cli._memories import memory_text, save_memory, slug
 
 URI_SCHEME = "memory://"
@@ -34,26 +35,25 @@ class MemoryService:
     def __init__(
         self, roots: list[str], selector_config: SelectorConfig | None = None, *, use_cache: bool = True
     ) -> None:
-        self._watched = open_watched(roots, use_cache=use_cache)  # from the index cache, as `recall-kit query`
-        self.store, self.heuristic = self._watched.store, self._watched.heuristic
+        # from the index cache, as `recall-kit query`; the Recaller closes the store, index and selector
+        self.recaller = open_recaller(roots, watch=True, use_cache=use_cache, selector=selector_config)
+        store, heuristic = self.recaller.store, self.recaller.heuristic
+        assert isinstance(store, MemoryStore) and isinstance(heuristic, FastHeuristic)  # watched, by open_recaller
+        self.store, self.heuristic = store, heuristic
         self._roots = {label: Path(path) for label, path in self.store.roots}
-        self.selector = ModelSelector.from_config(selector_config) if selector_config else None
-        self.recaller = Recaller(self.store, self.selector, heuristic=self.heuristic)
         self._session: RecallSession | None = None
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
-        if self.selector is not None:
-            await self.selector.aclose()
-        self._watched.close()
+        await self.recaller.aclose()
 
     # --- tools ----------------------------------------------------------------------------
 
     def search(self, query: str, limit: int) -> list[dict[str, Any]]:
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
-        ranked, _evidence, _scanned = self.heuristic.rank(query)
+        ranked, _evidence, _scanned = self.heuristic.rank(bounded_prompt(query))
         return [
             {
                 "ref": s.doc.ref,

@@ -8,7 +8,8 @@ Requests (``session`` is the agent's session id; ``roots`` absolute memory folde
   {"op": "close_session", "session": S}                            -> {"ok": true, "closed": bool}
   {"op": "status"}                                                 -> {"ok": true, "pid": ..., ...}
 A delivery D is {"text", "refs", "phase", "strategy", "point", "placement", "latency_ms"}.
-Any failure is {"ok": false, "error": "one line"}. Stdlib only: the hook imports this per prompt.
+Any failure is {"ok": false, "error": "one line"}. Stdlib only (and recall_kit.limits): the hook imports this
+per prompt.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recall_kit.limits import PROTOCOL_MAX_LINE_BYTES
+
 PROTOCOL_VERSION = 1
-MAX_LINE_BYTES = 1 << 20  # a request or response line; longer ones are refused
 
 
 class DaemonError(Exception):
@@ -57,7 +59,7 @@ def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float
             if not chunk:
                 raise DaemonError("the daemon closed the connection")
             buffer += chunk
-            if len(buffer) > MAX_LINE_BYTES * len(messages):
+            if len(buffer) > PROTOCOL_MAX_LINE_BYTES * len(messages):
                 raise DaemonError("the daemon's answer is too long")
             *lines, buffer = buffer.split(b"\n")
             for line in lines:

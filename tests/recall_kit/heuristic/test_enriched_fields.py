@@ -9,7 +9,8 @@ from memory_store import EnrichmentEntry, MemoryStore, sidecar_path, write_enric
 from recall_kit import FastHeuristic
 from recall_kit._heuristic import FIELDS, _doc_fields
 from recall_kit._index import FieldIndex, QueryTerm
-from recall_kit._manifest import MAX_SCENARIOS_BYTES, build_manifest
+from recall_kit._manifest import build_manifest
+from recall_kit.limits import MAX_MANIFEST_SCENARIOS_BYTES as MAX_SCENARIOS_BYTES
 from recall_kit._tokenize import analyze
 
 MEMORIES = {

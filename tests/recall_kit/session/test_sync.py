@@ -95,3 +95,17 @@ def test_cancel_reset_and_closed_session(store, log, chat_server):
         session.consume("initial")
     assert log.discard_reasons() == ["abort"]
     assert session_threads() == []
+
+
+def test_closing_a_sync_session_and_its_recaller_leaves_no_connection_to_the_model_open(store, log, chat_server):
+    server = chat_server(default=Reply.select(DEPLOY))
+    recaller = make_recaller(store, log, server)
+    session = recaller.sync_session()
+    session.begin(FAST_DB_QUERY)
+    session.consume("initial")
+    log.wait_for_blocking(lambda: any(r.settled for r in log.recalls))
+    (request,) = server.wait_for_requests(1)
+    assert not request.connection_closed.is_set()  # keep-alive: the selector's client holds it
+    session.close()
+    recaller.close()
+    assert request.connection_closed.wait(5), "the selector's connection stayed open after close()"

@@ -80,3 +80,19 @@ def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: 
     assert (result.returncode, result.stdout) == (0, b"")
     assert elapsed < 3.0  # the hook gives up by itself (its budget is 0.9 s), it does not hang
     wait_for(lambda: env.hook_log.exists() and "did not answer in time" in env.hook_log.read_text(), "the log line")
+
+
+def test_a_prompt_of_megabytes_gets_the_recall_its_first_line_asks_for(env: Env, daemon: Daemon, memories: Path) -> None:
+    # the output of a failed deploy pasted below the question: 2.4 MB, over the protocol's 1 MiB line
+    log = "".join(
+        f"2026-12-01T10:{i % 60:02d}:{i % 60:02d}Z app[{i % 9:x}e8] ord [info] fly deploy ledgerline: "
+        f"release command alembic upgrade head, machine {i % 5} healthy\n"
+        for i in range(20_000)
+    )
+    prompt = f"{DEPLOY_PROMPT} this is what fly printed last time:\n{log}"
+    assert len(prompt.encode()) > 2_300_000
+    result = env.hook(_event("UserPromptSubmit", prompt=prompt), memories)
+    assert result.returncode == 0
+    assert result.stdout, env.hook_log.read_text() if env.hook_log.exists() else "no hook.log"
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Deploying ledgerline to Fly.io" in context

@@ -1,0 +1,99 @@
+"""Every size limit of the engine and its integrations, and the one prompt policy.
+
+A prompt is read by its stages in parts: the fast stage reads its head and tail
+(``PROMPT_HEAD_CHARS`` and ``PROMPT_TAIL_CHARS`` characters, then at most ``QUERY_HEAD_TOKENS``
+and ``QUERY_TAIL_TOKENS`` tokens of each), the model reads its first ``MODEL_PROMPT_CHARS``
+characters. ``bounded_prompt`` cuts a prompt to exactly what they read, and every place a prompt
+enters (``RecallSession.begin``, ``recall-kit query``, the daemon, the Claude Code hook, the MCP
+server) applies it before any transport limit does, so a 10 MB prompt gets the recall its head and
+tail get, whatever carries it.
+
+This module imports nothing beyond the standard library: the hook, which runs on every prompt,
+reads it without loading the engine. The store's own limits (file size, sidecar terms) live in
+``memory_store`` and are repeated here for reference.
+"""
+
+from __future__ import annotations
+
+# --- what the stages read of a prompt ------------------------------------------------------------
+
+# The fast stage's work stays bounded whatever the prompt's size (a pasted log, a whole file);
+# every query of the eval datasets fits whole.
+PROMPT_HEAD_CHARS = 1024
+PROMPT_TAIL_CHARS = 1024
+QUERY_HEAD_TOKENS = 64
+QUERY_TAIL_TOKENS = 64
+MODEL_PROMPT_CHARS = 4_000  # of the (stripped) prompt in the model's request
+PROMPT_ELLIPSIS = " … "  # where a prompt was cut
+
+# --- results ---------------------------------------------------------------------------------------
+
+MAX_FAST_DOCS = 2  # the fast stage delivers at most this many documents
+MAX_MODEL_DOCS = 5  # the model may select at most this many
+RANKED_LIMIT = 50  # of the fast stage's ungated ranking, kept for the model's manifest and `query -v`
+
+# --- the model's request and answer -----------------------------------------------------------------
+
+MAX_MANIFEST_DOCS = 200
+MAX_MANIFEST_BYTES = 25_000
+MAX_DESCRIPTION_CHARS = 300  # a description is a one-line summary; longer text is noise to the model
+MAX_MANIFEST_KEYWORDS = 12
+MAX_MANIFEST_KEYWORD_CHARS = 40
+MAX_MANIFEST_KEYWORDS_BYTES = 120  # frontmatter and enrichment keywords together: 71 enriched lines fit MAX_MANIFEST_BYTES
+MAX_MANIFEST_SCENARIOS = 1  # one example request says enough; the line stays short
+MAX_MANIFEST_SCENARIOS_BYTES = 80
+MAX_ANSWER_TOKENS = 256  # five references fit in ~150 tokens; a cap stops a small model's runaway output
+MAX_RESPONSE_BYTES = 1 << 20  # every answer we ask for is a few KiB; more is a broken or hostile server
+ERROR_SNIPPET_CHARS = 160  # of a server's error message in a failure reason
+ERROR_SCAN_BYTES = 16_384  # of an error body read for its message
+REJECTED_REF_CHARS = 200  # of a rejected reference as shown
+
+# --- enrichment's request ---------------------------------------------------------------------------
+
+MAX_ENRICH_TOKENS = 400  # 20 short keys and 3 requests fit in ~300 tokens; the cap stops a small model's runaway output
+MAX_ENRICH_BODY_CHARS = 4_000  # the head of a long body says what it is about
+MAX_ENRICH_FIELD_CHARS = 300  # of the title and description shown to the model
+MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
+
+# --- the rendered block ------------------------------------------------------------------------------
+
+BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
+
+# --- the daemon, its protocol and the hook ----------------------------------------------------------
+
+MAX_SESSION_ID_CHARS = 256
+PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded prompt is far below it
+# The hook reads Claude Code's whole event to find its few fields; a prompt or tool response can be
+# large, and the prompt is cut only once the event is parsed.
+HOOK_MAX_STDIN_BYTES = 64 << 20
+HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
+
+# --- the store's own (owned by memory_store, repeated for reference) --------------------------------
+
+MEMORY_MAX_BYTES = 256 * 1024  # memory_store.DEFAULT_MAX_BYTES
+
+
+def bounded_prompt(prompt: str) -> str:
+    """``prompt`` cut to what recall reads of it: unchanged when short, else its head as far as the
+    model reads it, then ``PROMPT_ELLIPSIS`` and the tail the fast stage reads.
+
+    Recall over the result is the same as over the whole prompt: the fast stage's head and tail
+    windows hold the same text, and so does the model's head of the stripped prompt (leading
+    whitespace is kept up to the fast stage's head window). Bounded work whatever the prompt's size.
+    """
+    if len(prompt) <= PROMPT_HEAD_CHARS + MODEL_PROMPT_CHARS + len(PROMPT_ELLIPSIS) + PROMPT_TAIL_CHARS:
+        return prompt
+    lead = len(prompt) - len(prompt.lstrip())
+    kept_lead = prompt[: min(lead, PROMPT_HEAD_CHARS)]  # all the fast stage's head window can hold
+    if lead + MODEL_PROMPT_CHARS + len(PROMPT_ELLIPSIS) + PROMPT_TAIL_CHARS >= len(prompt):
+        return kept_lead + prompt[lead:]  # long only by its leading whitespace
+    head = prompt[lead : lead + MODEL_PROMPT_CHARS]
+    return f"{kept_lead}{head}{PROMPT_ELLIPSIS}{prompt[len(prompt) - PROMPT_TAIL_CHARS:]}"
+
+
+def clip_prompt(prompt: str, head: int = PROMPT_HEAD_CHARS, tail: int = PROMPT_TAIL_CHARS) -> str:
+    """The first ``head`` and last ``tail`` characters of a long prompt: where its request and its
+    latest words are (what the fast stage reads)."""
+    if len(prompt) <= head + tail:
+        return prompt
+    return f"{prompt[:head]}{PROMPT_ELLIPSIS}{prompt[len(prompt) - tail:]}"

@@ -1,0 +1,99 @@
+"""open_recaller: one entry point opens the store, the index, the model clients and the Recaller,
+and closing the Recaller closes exactly what it opened."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from memory_store import MemoryStore, MemoryStoreError, Snapshot
+from recall_kit import (
+    ConfigError,
+    FastHeuristic,
+    ModelSelector,
+    SelectorConfig,
+    UsageError,
+    open_recaller,
+)
+from recall_kit.testing import Reply
+from session_support import DEPLOY, FAST_DB_QUERY, run
+
+
+def watcher_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "memory-store-debounce"]
+
+
+def test_a_watched_recaller_closes_its_store_and_index(memory_root: Path, tmp_path: Path) -> None:
+    before = len(watcher_threads())
+    recaller = open_recaller([memory_root], cache_dir=tmp_path / "cache")
+    store = recaller.store
+    assert isinstance(store, MemoryStore) and store.watching and isinstance(recaller.heuristic, FastHeuristic)
+    assert len(watcher_threads()) == before + 1
+    recaller.close()
+    assert not store.watching and len(watcher_threads()) == before
+    assert recaller.closed
+
+
+def test_a_one_shot_recaller_recalls_from_one_snapshot(memory_root: Path, tmp_path: Path) -> None:
+    before = len(watcher_threads())
+    with open_recaller([memory_root], watch=False, cache_dir=tmp_path / "cache") as recaller:
+        assert isinstance(recaller.store, Snapshot) and recaller.cache_file is not None
+        assert len(watcher_threads()) == before  # nothing watches a one-shot snapshot
+
+    with open_recaller([memory_root], watch=False, cache_dir=tmp_path / "cache") as again:
+        assert again.reused_from_cache == len(again.snapshot().docs) > 0
+
+
+def test_the_selector_made_from_a_config_is_closed_on_the_loop_that_used_it(memory_root: Path, chat_server) -> None:
+    server = chat_server(default=Reply.select(DEPLOY))
+    config = SelectorConfig(base_url=server.base_url, model="scripted")
+
+    async def turn() -> None:
+        async with open_recaller([memory_root], watch=False, use_cache=False, selector=config) as recaller:
+            session = recaller.session()
+            session.begin(FAST_DB_QUERY)
+            await session.consume("initial")
+            await asyncio.to_thread(server.wait_for_requests, 1)
+            await session.close()
+
+    run(turn())
+    (request,) = server.requests
+    assert request.connection_closed.wait(5), "the Recaller left its selector's connection open"
+
+
+def test_a_selector_the_caller_made_stays_the_callers(memory_root: Path, chat_server) -> None:
+    server = chat_server(default=Reply.select(DEPLOY))
+    selector = ModelSelector(server.base_url, "scripted")
+
+    async def turn() -> None:
+        async with open_recaller([memory_root], watch=False, use_cache=False, selector=selector) as recaller:
+            await recaller.selector.select("warm up", recaller.snapshot_docs())
+        (request,) = server.requests
+        assert not request.connection_closed.is_set()  # still the caller's to close
+        await selector.aclose()
+        assert await asyncio.to_thread(request.connection_closed.wait, 5)
+
+    run(turn())
+
+
+def test_an_unusable_selector_setting_leaves_nothing_open(memory_root: Path, tmp_path: Path) -> None:
+    before = len(watcher_threads())
+    with pytest.raises(ConfigError):
+        open_recaller([memory_root], cache_dir=tmp_path, selector=SelectorConfig(base_url="http://x/v1", model="m", timeout=-1))
+    assert len(watcher_threads()) == before
+
+
+def test_background_enrichment_needs_a_watched_store(memory_root: Path) -> None:
+    config = SelectorConfig(base_url="http://127.0.0.1:9/v1", model="m")
+    with pytest.raises(UsageError, match="watched store"):
+        open_recaller([memory_root], watch=False, use_cache=False, enrich=config)
+
+
+def test_a_missing_root_is_a_store_error_and_leaves_nothing_open(tmp_path: Path) -> None:
+    before = len(watcher_threads())
+    with pytest.raises(MemoryStoreError, match="does not exist"):
+        open_recaller([tmp_path / "nowhere"], cache_dir=tmp_path)
+    assert len(watcher_threads()) == before
