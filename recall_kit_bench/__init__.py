@@ -1,23 +1,29 @@
-"""The evaluation and benchmark harness: datasets, delivery metrics, observed turns, reports.
+"""The evaluation and benchmark harness: datasets (read and written), delivery metrics, observed turns, reports.
 
 Imported only by the benchmarks, the tests and the CLI's ``bench`` commands; the engine never
 imports it.
 """
 
-from recall_kit_bench._evaluation import (
-    BASELINE_TOP,
+from recall_kit_bench._datasets import (
     DATASET_SCOPE,
     EvalDataset,
     EvalQuery,
+    MemorySpec,
+    QuerySpec,
+    dataset_sidecar,
+    load_dataset,
+    write_eval_dataset,
+    write_memory,
+)
+from recall_kit_bench._evaluation import (
+    BASELINE_TOP,
     Metrics,
     Percentiles,
     PlainBaseline,
     QueryOutcome,
-    dataset_sidecar,
     enriched_docs,
     fast_deliver,
     fold_of,
-    load_dataset,
     metrics,
     metrics_by_fold,
     metrics_by_kind,
@@ -64,10 +70,12 @@ __all__ = [
     "HeadSize",
     "LatencyRow",
     "LifecycleReport",
+    "MemorySpec",
     "Metrics",
     "Percentiles",
     "PlainBaseline",
     "QueryOutcome",
+    "QuerySpec",
     "RefinedReport",
     "RefinementSummary",
     "ScriptedServerProcess",
@@ -97,4 +105,6 @@ __all__ = [
     "run_turns",
     "turn_outcomes",
     "write_enriched_store",
+    "write_eval_dataset",
+    "write_memory",
 ]

@@ -1,4 +1,4 @@
-"""Delivery-rate evaluation: datasets, metrics, the plain baseline, folds.
+"""Delivery-rate evaluation: metrics, the plain baseline, folds (datasets: ``recall_kit_bench._datasets``).
 
 The delivery step is a callable, ``deliver(query) -> (delivered refs, wait_ms[, fast_ms])``, so
 the same metrics measure the plain baseline and the bare heuristic; the session lifecycle is
@@ -8,43 +8,21 @@ measured through ``recall_kit_bench._turn_metrics``.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rank_bm25 import BM25Okapi
 
-from memory_store import MemoryDoc, MemoryStore, Snapshot, sidecar_path
+from memory_store import MemoryDoc, Snapshot
+from recall_kit_bench._datasets import EvalDataset, EvalQuery
 
-DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 BASELINE_TOP = 2
 
 Deliver = Callable[[str], Sequence[Any]]  # -> (refs, wait_ms) or (refs, wait_ms, fast_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class EvalQuery:
-    """One line of queries.jsonl; ``relevant`` holds refs (scope/path)."""
-
-    id: str
-    query: str
-    relevant: frozenset[str]
-    kind: str
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class EvalDataset:
-    """A dataset folder: its memories as one snapshot and its queries."""
-
-    root: Path
-    snapshot: Snapshot
-    queries: tuple[EvalQuery, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,52 +50,6 @@ class Metrics:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> EvalDataset:
-    """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder.
-
-    ``enrichment``: True attaches the dataset's own sidecar when it has one
-    (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
-    """
-    root = Path(path)
-    memories = root / "memories"
-    if not memories.is_dir() or not (root / "queries.jsonl").is_file():
-        raise FileNotFoundError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
-    if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
-        raise FileNotFoundError(f"enrichment sidecar not found: {enrichment}")
-    snapshot = _load_memories(memories, enrichment)
-    queries = []
-    with open(root / "queries.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            queries.append(
-                EvalQuery(
-                    id=str(item["id"]),
-                    query=item["query"],
-                    relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
-                    kind=str(item.get("kind", "")),
-                    extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
-                )
-            )
-    return EvalDataset(root, snapshot, tuple(queries))
-
-
-_QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
-
-
-def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:
-    sidecars = enrichment if isinstance(enrichment, bool) else {DATASET_SCOPE: Path(enrichment)}
-    with MemoryStore.open((DATASET_SCOPE, memories), watch=False, enrichment=sidecars) as store:
-        return store.snapshot()
-
-
-def dataset_sidecar(path: str | Path) -> Path | None:
-    """The dataset's own enrichment sidecar, when it has one."""
-    sidecar = sidecar_path(Path(path) / "memories")
-    return sidecar if sidecar.is_file() else None
 
 
 def enriched_docs(dataset: EvalDataset) -> int:
