@@ -15,6 +15,7 @@ from recall_kit_bench._datasets import (
     write_eval_dataset,
     write_memory,
 )
+from recall_kit_bench._errors import BaselineUnavailable
 from recall_kit_bench._evaluation import (
     BASELINE_TOP,
     Metrics,
@@ -60,6 +61,7 @@ from recall_kit_bench._turn_metrics import RefinementSummary, run_turns, turn_ou
 
 __all__ = [
     "BASELINE_TOP",
+    "BaselineUnavailable",
     "BlockingReport",
     "DATASET_SCOPE",
     "DeliveryBenchReport",

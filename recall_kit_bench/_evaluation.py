@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rank_bm25 import BM25Okapi
-
 from memory_store import MemoryDoc, Snapshot
 from recall_kit_bench._datasets import EvalDataset, EvalQuery
+from recall_kit_bench._errors import BENCH_EXTRA, BaselineUnavailable
 
 BASELINE_TOP = 2
 
@@ -154,16 +153,31 @@ def plain_tokens(text: str) -> list[str]:
 
 
 class PlainBaseline:
-    """rank-bm25 BM25Okapi over name + description + body; top 2 with a score above 0."""
+    """rank-bm25 BM25Okapi over name + description + body; top 2 with a score above 0.
+
+    Raises BaselineUnavailable without rank-bm25 (the ``bench`` extra): the one place that imports it.
+    """
 
     def __init__(self, snapshot: Snapshot) -> None:
+        try:
+            from rank_bm25 import BM25Okapi
+        except ImportError:
+            raise BaselineUnavailable(
+                f"the plain BM25 baseline needs rank-bm25, which is not installed: pip install '{BENCH_EXTRA}'"
+            ) from None
         self.refs = sorted(snapshot.docs)
         corpus = [plain_text(snapshot.docs[ref]) for ref in self.refs]
         self.bm25 = BM25Okapi([plain_tokens(text) or [""] for text in corpus])
 
+    def scores(self, query: str) -> Sequence[float]:
+        """BM25Okapi's score of each doc for ``query``, in ``refs`` order."""
+        scores: Sequence[float] = self.bm25.get_scores(plain_tokens(query))
+        return scores
+
     def deliver(self, query: str) -> tuple[list[str], float]:
+        """The top docs for ``query`` and the milliseconds it took."""
         started = time.perf_counter()
-        scores = self.bm25.get_scores(plain_tokens(query))
+        scores = self.scores(query)
         order = sorted(range(len(self.refs)), key=lambda i: (-scores[i], self.refs[i]))
         chosen = [self.refs[i] for i in order[:BASELINE_TOP] if scores[i] > 0]
         return chosen, (time.perf_counter() - started) * 1000.0

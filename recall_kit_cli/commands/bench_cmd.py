@@ -17,7 +17,7 @@ from recall_kit_cli._config_file import selector_config
 from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
-    from recall_kit_bench import DeliveryReport, EvalDataset, RefinedReport
+    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport
 
 
 
@@ -70,7 +70,6 @@ def delivery(
     from recall_kit_bench import (
         DeliveryBenchReport,
         DeliveryReport,
-        PlainBaseline,
         dataset_sidecar,
         enriched_docs,
         run,
@@ -83,6 +82,7 @@ def delivery(
         raise InputError("--enrichment and --no-enrichment exclude each other")
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
     dataset = _load(dataset_dir, limit, found if found is not None else False)
+    plain = _plain_baseline(dataset)  # before the long runs: without rank-bm25 the command fails at once
     unenriched = None
     lifecycle, refined = None, None
     if latency_profile is not None:
@@ -100,7 +100,7 @@ def delivery(
         if found is not None:
             unenriched, _ = _session_report(_load(dataset_dir, limit, False), None)
     with _progress(len(dataset.queries), "baseline") as tick:
-        baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
+        baseline = run(dataset, plain.deliver, on_query=lambda _: tick())
     report = DeliveryBenchReport(
         ours,
         DeliveryReport.of(dataset, baseline),
@@ -136,6 +136,15 @@ def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) ->
     if limit is not None:
         dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
     return dataset
+
+
+def _plain_baseline(dataset: EvalDataset) -> PlainBaseline:
+    from recall_kit_bench import BaselineUnavailable, PlainBaseline
+
+    try:
+        return PlainBaseline(dataset.snapshot)
+    except BaselineUnavailable as exc:
+        raise InputError(str(exc)) from None
 
 
 def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:

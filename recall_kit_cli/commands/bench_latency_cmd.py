@@ -26,7 +26,7 @@ def latency(docs: str, enriched: bool, as_json: bool) -> None:
 
     Example: recall-kit bench latency --docs 1000,10000 [--enriched]
     """
-    from recall_kit_bench import measure_enriched_latency, measure_latency
+    from recall_kit_bench import BaselineUnavailable, measure_enriched_latency, measure_latency
 
     try:
         sizes = [int(size) for size in docs.split(",") if size.strip()]
@@ -38,8 +38,11 @@ def latency(docs: str, enriched: bool, as_json: bool) -> None:
     # a bar on stderr only when a person watches it; each size is one step
     with click.progressbar(sizes, label="latency", file=sys.stderr, item_show_func=_size_label) if sys.stderr.isatty() \
             else _plain(sizes) as steps:
-        for size in steps:
-            rows.append(measure_enriched_latency(size) if enriched else measure_latency(size))
+        try:
+            for size in steps:
+                rows.append(measure_enriched_latency(size) if enriched else measure_latency(size))
+        except BaselineUnavailable as exc:
+            raise InputError(str(exc)) from None
     if as_json:
         click.echo(json.dumps({"enriched" if enriched else "sizes": [row.as_dict() for row in rows]}))
     elif enriched:
