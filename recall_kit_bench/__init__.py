@@ -57,6 +57,7 @@ from recall_kit_bench._lifecycle import (
 )
 from recall_kit_bench._plot import plot_delivery
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
+from recall_kit_bench._tables import delivery_table, enriched_latency_table, latency_table
 from recall_kit_bench._turn_metrics import RefinementSummary, run_turns, turn_outcomes
 
 __all__ = [
@@ -85,7 +86,9 @@ __all__ = [
     "ToolFreeReport",
     "ToolUsingReport",
     "dataset_sidecar",
+    "delivery_table",
     "enriched_docs",
+    "enriched_latency_table",
     "enrichment_vocabulary",
     "fast_deliver",
     "fold_of",
@@ -93,6 +96,7 @@ __all__ = [
     "generated_queries",
     "generated_snapshot",
     "generated_vocabulary",
+    "latency_table",
     "load_dataset",
     "measure_enriched_latency",
     "measure_latency",

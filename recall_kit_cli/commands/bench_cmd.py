@@ -14,7 +14,6 @@ import click
 from recall_kit import ModelSelector, SelectorConfig
 from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
-from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
     from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport
@@ -71,6 +70,7 @@ def delivery(
         DeliveryBenchReport,
         DeliveryReport,
         dataset_sidecar,
+        delivery_table,
         enriched_docs,
         run,
         run_lifecycle_bench,
@@ -117,12 +117,7 @@ def delivery(
             plot_delivery(report, plot)
         except (RuntimeError, OSError) as exc:
             raise InputError(f"--plot {plot}: {exc}") from None
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
-    elif report.lifecycle is not None:
-        click.echo(lifecycle_table(report, report.lifecycle))
-    else:
-        click.echo(delivery_table(report))
+    click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else delivery_table(report))
 
 
 def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
