@@ -16,9 +16,15 @@ import time
 from pathlib import Path
 
 from memory_store import MemoryDoc
-from recall_kit._answer import parse_answer, validate_selection
-from recall_kit._manifest import _LINE_PARTS, build_manifest, user_message
-from recall_kit._selector import SYSTEM_PROMPT, _message_content, _response_format
+from recall_kit.selection import (
+    answer_text,
+    build_manifest,
+    clear_line_cache,
+    parse_answer,
+    response_format,
+    selection_messages,
+    validate_selection,
+)
 
 CANDIDATES = 200
 OVERHEAD_P99_MS = 2.0
@@ -52,12 +58,11 @@ def one_selection_overhead() -> int:
     manifest = build_manifest(DOCS, PREFERRED)
     payload = {
         "model": "m", "temperature": 0,
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                     {"role": "user", "content": user_message("how do I deploy atlas?", manifest)}],
-        "response_format": _response_format("json_schema", manifest),
+        "messages": selection_messages("how do I deploy atlas?", manifest),
+        "response_format": response_format("json_schema", manifest),
     }
     json.dumps(payload).encode()
-    verdict = validate_selection(parse_answer(_message_content(BODY)), manifest.docs)
+    verdict = validate_selection(parse_answer(answer_text(BODY)), manifest.docs)
     return len(verdict.accepted)
 
 
@@ -66,7 +71,7 @@ def measure(benchmark, cold: bool) -> dict[str, float]:
 
     def timed() -> int:
         if cold:
-            _LINE_PARTS.clear()  # as for a query right after every doc changed
+            clear_line_cache()  # as for a query right after every doc changed
         started = time.perf_counter()
         accepted = one_selection_overhead()
         samples.append((time.perf_counter() - started) * 1000)

@@ -16,6 +16,8 @@ import itertools
 import random
 from pathlib import Path
 
+from memory_store import format_memory
+
 _ENGLISH = """
     the of and to in is it that for on with as was be at by this from or have not are but
     deploy deployment server servers database migration migrations schema index indexes query
@@ -79,7 +81,7 @@ def memory_text(i: int, rng: random.Random, words: list[str], cumulative: list[f
 
     name = " ".join(some(rng.randint(3, 6))).capitalize()
     description = " ".join(some(rng.randint(8, 16)))
-    keywords = ", ".join(dict.fromkeys(some(rng.randint(2, 6))))
+    keywords = list(dict.fromkeys(some(rng.randint(2, 6))))
     lines: list[str] = []
     size = 0
     while size < TARGET_BYTES - 250:
@@ -90,10 +92,8 @@ def memory_text(i: int, rng: random.Random, words: list[str], cumulative: list[f
         line = ("- " if rng.random() < 0.5 else "") + " ".join(sentence).capitalize() + "."
         lines.append(line)
         size += len(line) + 1
-    return (
-        f"---\nname: {name}\ndescription: {description}\ntype: {_TYPES[i % 4]}\n"
-        f"keywords: [{keywords}]\n---\n\n" + "\n".join(lines) + "\n"
-    )
+    body = "\n" + "\n".join(lines)  # a blank line after the frontmatter, as people write it
+    return format_memory(name=name, description=description, type=_TYPES[i % 4], body=body, keywords=keywords)
 
 
 def write_store(dest: Path, count: int, seed: int = 7) -> list[Path]:

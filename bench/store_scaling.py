@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from memory_store import MemoryStore, atomic_write
+from memory_store import MemoryStore, atomic_write, format_memory
 
 _TOPICS = [
     "postgres", "migrations", "pytest", "fixtures", "docker", "compose", "kubernetes", "helm",
@@ -37,10 +37,12 @@ def memory_text(i: int, rng: random.Random, revision: int = 0) -> str:
         f"- {rng.choice(words)} {rng.choice(_TOPICS)}: note {j} about {' '.join(rng.sample(_TOPICS, 5))}."
         for j in range(rng.randint(6, 14))
     )
-    return (
-        f"---\nname: Memory {i} on {words[0]} and {words[1]}\n"
-        f"description: How the user handles {words[0]} with {words[2]} (revision {revision})\n"
-        f"type: {_TYPES[i % 4]}\nkeywords: [{', '.join(words[3:])}]\n---\n\n{body}\n"
+    return format_memory(
+        name=f"Memory {i} on {words[0]} and {words[1]}",
+        description=f"How the user handles {words[0]} with {words[2]} (revision {revision})",
+        type=_TYPES[i % 4],
+        body=f"\n{body}",
+        keywords=words[3:],
     )
 
 

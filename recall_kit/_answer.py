@@ -76,6 +76,7 @@ def _shown(item: Any) -> str:
 
 
 def validate_selection(raw: list[Any], manifest_docs: Mapping[str, MemoryDoc]) -> Verdict:
+    """Accept each answered reference that is a manifest ref, once, up to MAX_MODEL_DOCS; say why the rest are not."""
     docs: list[MemoryDoc] = []
     accepted: list[str] = []
     rejected: list[tuple[str, str]] = []

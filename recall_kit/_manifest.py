@@ -74,6 +74,11 @@ def _line_parts(doc: MemoryDoc) -> tuple[str, str, int]:
     return parts
 
 
+def clear_line_cache() -> None:
+    """Forget every cached line: the next manifest renders each doc's line afresh."""
+    _LINE_PARTS.clear()
+
+
 def _capped(text: str, max_bytes: int) -> str:
     """``text`` cut to at most ``max_bytes`` of UTF-8, never inside a character."""
     return text.encode()[:max_bytes].decode(errors="ignore").rstrip()
@@ -101,6 +106,7 @@ def build_manifest(
     max_docs: int = MAX_MANIFEST_DOCS,
     max_bytes: int = MAX_MANIFEST_BYTES,
 ) -> Manifest:
+    """The manifest of ``candidates``: ``preferred`` first, then newest first, within ``max_docs`` and ``max_bytes``."""
     now = time.time() if now is None else now
     ordered = _priority_order(candidates, preferred)
     lines: list[str] = []
@@ -123,6 +129,7 @@ def build_manifest(
 
 
 def user_message(query: str, manifest: Manifest) -> str:
+    """The selector's user message: the query, then the manifest."""
     query = query.strip()[:MODEL_PROMPT_CHARS]
     return (
         f"{QUERY_PREFIX}{manifest_text(query)}\n\n"

@@ -13,16 +13,8 @@ from typing import Any, Sequence
 
 from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
+from recall_kit._chat import ChatFailure, ChatModelClient, ResponseMode, json_schema_format
 from recall_kit.limits import MAX_MODEL_DOCS
-from recall_kit._chat import (
-    ChatModelClient,  # noqa: F401  (_ENDPOINT_MODES, _message_content: imported by tests and bench)
-    _ENDPOINT_MODES,
-    ChatEndpoint,
-    ChatFailure,
-    ResponseMode,
-    _message_content,
-    json_schema_format,
-)
 from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
@@ -54,6 +46,14 @@ class Selection:
     fallback_reason: str | None = None
     latency_ms: float = 0.0
     response_mode: str | None = None  # the response_format mode of the answered request
+
+
+def selection_messages(query: str, manifest: Manifest) -> list[dict[str, str]]:
+    """The chat messages that ask the model to choose from ``manifest`` for ``query``."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user_message(query, manifest)},
+    ]
 
 
 def _response_format(mode: ResponseMode, manifest: Manifest) -> dict[str, Any] | None:
@@ -115,10 +115,7 @@ class ModelSelector(ChatModelClient):
             manifest = build_manifest(candidates, preferred)
             if not manifest.docs:
                 return fall_back("no candidates")
-            messages = [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": user_message(query, manifest)},
-            ]
+            messages = selection_messages(query, manifest)
             text, mode = await self._chat.complete(
                 messages, lambda mode: _response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
             )

@@ -1,23 +1,30 @@
-"""The evaluation and benchmark harness: datasets, delivery metrics, observed turns, reports.
+"""The evaluation and benchmark harness: datasets (read and written), delivery metrics, observed turns, reports.
 
 Imported only by the benchmarks, the tests and the CLI's ``bench`` commands; the engine never
 imports it.
 """
 
-from recall_kit_bench._evaluation import (
-    BASELINE_TOP,
+from recall_kit_bench._datasets import (
     DATASET_SCOPE,
     EvalDataset,
     EvalQuery,
+    MemorySpec,
+    QuerySpec,
+    dataset_sidecar,
+    load_dataset,
+    write_eval_dataset,
+    write_memory,
+)
+from recall_kit_bench._errors import BaselineUnavailable
+from recall_kit_bench._evaluation import (
+    BASELINE_TOP,
     Metrics,
     Percentiles,
     PlainBaseline,
     QueryOutcome,
-    dataset_sidecar,
     enriched_docs,
     fast_deliver,
     fold_of,
-    load_dataset,
     metrics,
     metrics_by_fold,
     metrics_by_kind,
@@ -50,10 +57,12 @@ from recall_kit_bench._lifecycle import (
 )
 from recall_kit_bench._plot import plot_delivery
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
+from recall_kit_bench._tables import delivery_table, enriched_latency_table, latency_table
 from recall_kit_bench._turn_metrics import RefinementSummary, run_turns, turn_outcomes
 
 __all__ = [
     "BASELINE_TOP",
+    "BaselineUnavailable",
     "BlockingReport",
     "DATASET_SCOPE",
     "DeliveryBenchReport",
@@ -64,10 +73,12 @@ __all__ = [
     "HeadSize",
     "LatencyRow",
     "LifecycleReport",
+    "MemorySpec",
     "Metrics",
     "Percentiles",
     "PlainBaseline",
     "QueryOutcome",
+    "QuerySpec",
     "RefinedReport",
     "RefinementSummary",
     "ScriptedServerProcess",
@@ -75,7 +86,9 @@ __all__ = [
     "ToolFreeReport",
     "ToolUsingReport",
     "dataset_sidecar",
+    "delivery_table",
     "enriched_docs",
+    "enriched_latency_table",
     "enrichment_vocabulary",
     "fast_deliver",
     "fold_of",
@@ -83,6 +96,7 @@ __all__ = [
     "generated_queries",
     "generated_snapshot",
     "generated_vocabulary",
+    "latency_table",
     "load_dataset",
     "measure_enriched_latency",
     "measure_latency",
@@ -97,4 +111,6 @@ __all__ = [
     "run_turns",
     "turn_outcomes",
     "write_enriched_store",
+    "write_eval_dataset",
+    "write_memory",
 ]

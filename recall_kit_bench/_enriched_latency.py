@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import itertools
-import json
 import random
 import tempfile
 import time
@@ -20,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from memory_store import Enrichment, EnrichmentEntry, MemoryStore, Snapshot, sidecar_path, write_enrichment
+from memory_store import (
+    Enrichment,
+    EnrichmentEntry,
+    MemoryStore,
+    Snapshot,
+    format_memory,
+    sidecar_path,
+    write_enrichment,
+)
 from recall_kit import FastHeuristic
 from recall_kit_bench._evaluation import Percentiles, percentiles
 from recall_kit_bench._latency import (
@@ -93,11 +100,12 @@ def write_enriched_store(
     enrichments = generated_enrichment(n_docs, enrichment_vocabulary(vocabulary))
     entries = []
     for doc, enrichment in zip((snapshot.docs[ref] for ref in sorted(snapshot.docs)), enrichments):
-        front = [f"name: {json.dumps(doc.name)}", f"description: {json.dumps(doc.description)}", f"type: {doc.type}"]
-        if placement == "frontmatter":
-            front.append(f"keywords: {json.dumps(list(enrichment.keywords))}")
-            front.append(f"usage_scenarios: {json.dumps(list(enrichment.usage_scenarios))}")
-        data = ("---\n" + "\n".join(front) + "\n---\n" + doc.body + "\n").encode("utf-8")
+        listed = enrichment if placement == "frontmatter" else Enrichment()
+        text = format_memory(
+            name=doc.name, description=doc.description, type=doc.type, body=doc.body,
+            keywords=listed.keywords, usage_scenarios=listed.usage_scenarios,
+        )
+        data = text.encode("utf-8")
         path = root / doc.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

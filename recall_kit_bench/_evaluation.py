@@ -1,4 +1,4 @@
-"""Delivery-rate evaluation: datasets, metrics, the plain baseline, folds.
+"""Delivery-rate evaluation: metrics, the plain baseline, folds (datasets: ``recall_kit_bench._datasets``).
 
 The delivery step is a callable, ``deliver(query) -> (delivered refs, wait_ms[, fast_ms])``, so
 the same metrics measure the plain baseline and the bare heuristic; the session lifecycle is
@@ -8,43 +8,20 @@ measured through ``recall_kit_bench._turn_metrics``.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from rank_bm25 import BM25Okapi
+from memory_store import MemoryDoc, Snapshot
+from recall_kit_bench._datasets import EvalDataset, EvalQuery
+from recall_kit_bench._errors import BENCH_EXTRA, BaselineUnavailable
 
-from memory_store import MemoryDoc, MemoryStore, Snapshot, sidecar_path
-
-DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 BASELINE_TOP = 2
 
 Deliver = Callable[[str], Sequence[Any]]  # -> (refs, wait_ms) or (refs, wait_ms, fast_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class EvalQuery:
-    """One line of queries.jsonl; ``relevant`` holds refs (scope/path)."""
-
-    id: str
-    query: str
-    relevant: frozenset[str]
-    kind: str
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class EvalDataset:
-    """A dataset folder: its memories as one snapshot and its queries."""
-
-    root: Path
-    snapshot: Snapshot
-    queries: tuple[EvalQuery, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,52 +49,6 @@ class Metrics:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> EvalDataset:
-    """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder.
-
-    ``enrichment``: True attaches the dataset's own sidecar when it has one
-    (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
-    """
-    root = Path(path)
-    memories = root / "memories"
-    if not memories.is_dir() or not (root / "queries.jsonl").is_file():
-        raise FileNotFoundError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
-    if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
-        raise FileNotFoundError(f"enrichment sidecar not found: {enrichment}")
-    snapshot = _load_memories(memories, enrichment)
-    queries = []
-    with open(root / "queries.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            queries.append(
-                EvalQuery(
-                    id=str(item["id"]),
-                    query=item["query"],
-                    relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
-                    kind=str(item.get("kind", "")),
-                    extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
-                )
-            )
-    return EvalDataset(root, snapshot, tuple(queries))
-
-
-_QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
-
-
-def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:
-    sidecars = enrichment if isinstance(enrichment, bool) else {DATASET_SCOPE: Path(enrichment)}
-    with MemoryStore.open((DATASET_SCOPE, memories), watch=False, enrichment=sidecars) as store:
-        return store.snapshot()
-
-
-def dataset_sidecar(path: str | Path) -> Path | None:
-    """The dataset's own enrichment sidecar, when it has one."""
-    sidecar = sidecar_path(Path(path) / "memories")
-    return sidecar if sidecar.is_file() else None
 
 
 def enriched_docs(dataset: EvalDataset) -> int:
@@ -222,16 +153,31 @@ def plain_tokens(text: str) -> list[str]:
 
 
 class PlainBaseline:
-    """rank-bm25 BM25Okapi over name + description + body; top 2 with a score above 0."""
+    """rank-bm25 BM25Okapi over name + description + body; top 2 with a score above 0.
+
+    Raises BaselineUnavailable without rank-bm25 (the ``bench`` extra): the one place that imports it.
+    """
 
     def __init__(self, snapshot: Snapshot) -> None:
+        try:
+            from rank_bm25 import BM25Okapi
+        except ImportError:
+            raise BaselineUnavailable(
+                f"the plain BM25 baseline needs rank-bm25, which is not installed: pip install '{BENCH_EXTRA}'"
+            ) from None
         self.refs = sorted(snapshot.docs)
         corpus = [plain_text(snapshot.docs[ref]) for ref in self.refs]
         self.bm25 = BM25Okapi([plain_tokens(text) or [""] for text in corpus])
 
+    def scores(self, query: str) -> Sequence[float]:
+        """BM25Okapi's score of each doc for ``query``, in ``refs`` order."""
+        scores: Sequence[float] = self.bm25.get_scores(plain_tokens(query))
+        return scores
+
     def deliver(self, query: str) -> tuple[list[str], float]:
+        """The top docs for ``query`` and the milliseconds it took."""
         started = time.perf_counter()
-        scores = self.bm25.get_scores(plain_tokens(query))
+        scores = self.scores(query)
         order = sorted(range(len(self.refs)), key=lambda i: (-scores[i], self.refs[i]))
         chosen = [self.refs[i] for i in order[:BASELINE_TOP] if scores[i] > 0]
         return chosen, (time.perf_counter() - started) * 1000.0

@@ -9,11 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rank_bm25 import BM25Okapi
-
 from memory_store import MemoryDoc, Snapshot
 from recall_kit import FastHeuristic
-from recall_kit_bench._evaluation import BASELINE_TOP, Percentiles, percentiles, plain_text, plain_tokens
+from recall_kit_bench._evaluation import BASELINE_TOP, Percentiles, PlainBaseline, percentiles
 
 _SYLLABLES = (
     "ka ri to na mo se lu pe vi da ro gan tel mar sin dor bel quo fir zen "
@@ -121,7 +119,9 @@ def generated_queries(vocabulary: Sequence[str], count: int, seed: int = 13) -> 
 def measure_latency(
     n_docs: int, *, queries: int = 300, baseline_queries: int = 30, updates: int = 30
 ) -> LatencyRow:
-    """Time FastHeuristic.recall, rank-bm25's get_scores, and one-file index updates."""
+    """Time FastHeuristic.recall, rank-bm25's get_scores, and one-file index updates.
+
+    Raises BaselineUnavailable without rank-bm25 (the ``bench`` extra)."""
     vocabulary = generated_vocabulary()
     snapshot = generated_snapshot(n_docs, vocabulary)
     prompts = generated_queries(vocabulary, queries)
@@ -138,11 +138,11 @@ def measure_latency(
         fast_cpu.append((time.thread_time() - cpu_started) * 1000.0)
 
     refs = sorted(snapshot.docs)
-    bm25 = BM25Okapi([plain_tokens(plain_text(snapshot.docs[ref])) for ref in refs])
+    bm25 = PlainBaseline(snapshot)
     baseline = []
     for prompt in prompts[:baseline_queries]:
         started = time.perf_counter()
-        scores = bm25.get_scores(plain_tokens(prompt))
+        scores = bm25.scores(prompt)
         sorted(range(len(refs)), key=lambda i: -scores[i])[:BASELINE_TOP]
         baseline.append((time.perf_counter() - started) * 1000.0)
 

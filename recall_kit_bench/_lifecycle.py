@@ -27,13 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from recall_kit import FastHeuristic, ModelSelector, Recaller
+from recall_kit_bench._datasets import EvalDataset, EvalQuery, load_dataset
 from recall_kit_bench._evaluation import (
-    EvalDataset,
-    EvalQuery,
     Metrics,
     Percentiles,
     QueryOutcome,
-    load_dataset,
     metrics,
     metrics_by_kind,
     percentiles,

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recall_kit_bench._datasets import EvalDataset
 from recall_kit_bench._evaluation import (
-    EvalDataset,
     Metrics,
     Percentiles,
     QueryOutcome,

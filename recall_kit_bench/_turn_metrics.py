@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from recall_kit import ObservedTurn, Recaller, TurnRunner
-from recall_kit_bench._evaluation import EvalQuery, Percentiles, QueryOutcome, percentiles
+from recall_kit_bench._datasets import EvalQuery
+from recall_kit_bench._evaluation import Percentiles, QueryOutcome, percentiles
 
 
 def run_turns(

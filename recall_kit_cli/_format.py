@@ -29,10 +29,6 @@ class ModelUnavailable(click.ClickException):
         echo(f"recall-kit: {clean(self.format_message())}", err=True)
 
 
-def fmt_rate(value: float | None) -> str:
-    return "  -  " if value is None else f"{value:5.3f}"
-
-
 def parse_number_list(text: str, option: str) -> list[float]:
     """`40,250,600` -> [40.0, 250.0, 600.0]; InputError unless every item is a number >= 0."""
     try:

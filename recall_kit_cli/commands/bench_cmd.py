@@ -14,10 +14,9 @@ import click
 from recall_kit import SelectorConfig
 from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
-from recall_kit_cli.commands.bench_report import delivery_table, lifecycle_table
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
-    from recall_kit_bench import DeliveryReport, EvalDataset, RefinedReport
+    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport
 
 
 
@@ -70,8 +69,8 @@ def delivery(
     from recall_kit_bench import (
         DeliveryBenchReport,
         DeliveryReport,
-        PlainBaseline,
         dataset_sidecar,
+        delivery_table,
         enriched_docs,
         run,
         run_lifecycle_bench,
@@ -83,6 +82,7 @@ def delivery(
         raise InputError("--enrichment and --no-enrichment exclude each other")
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
     dataset = _load(dataset_dir, limit, found if found is not None else False)
+    plain = _plain_baseline(dataset)  # before the long runs: without rank-bm25 the command fails at once
     unenriched = None
     lifecycle, refined = None, None
     if latency_profile is not None:
@@ -100,7 +100,7 @@ def delivery(
         if found is not None:
             unenriched, _ = _session_report(_load(dataset_dir, limit, False), None)
     with _progress(len(dataset.queries), "baseline") as tick:
-        baseline = run(dataset, PlainBaseline(dataset.snapshot).deliver, on_query=lambda _: tick())
+        baseline = run(dataset, plain.deliver, on_query=lambda _: tick())
     report = DeliveryBenchReport(
         ours,
         DeliveryReport.of(dataset, baseline),
@@ -117,12 +117,7 @@ def delivery(
             plot_delivery(report, plot)
         except (RuntimeError, OSError) as exc:
             raise InputError(f"--plot {plot}: {exc}") from None
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
-    elif report.lifecycle is not None:
-        click.echo(lifecycle_table(report, report.lifecycle))
-    else:
-        click.echo(delivery_table(report))
+    click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else delivery_table(report))
 
 
 def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
@@ -136,6 +131,15 @@ def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) ->
     if limit is not None:
         dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
     return dataset
+
+
+def _plain_baseline(dataset: EvalDataset) -> PlainBaseline:
+    from recall_kit_bench import BaselineUnavailable, PlainBaseline
+
+    try:
+        return PlainBaseline(dataset.snapshot)
+    except BaselineUnavailable as exc:
+        raise InputError(str(exc)) from None
 
 
 def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:

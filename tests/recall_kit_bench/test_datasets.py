@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+from recall_kit_bench import load_dataset, write_eval_dataset
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"
 AGENT = REPO / "bench" / "datasets" / "agent-memories"
@@ -32,6 +34,20 @@ checker = _load_checker()
 def _queries(folder: Path) -> list[dict[str, object]]:
     lines = (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_a_written_dataset_reads_back_as_written(tmp_path: Path) -> None:
+    # YAML would read these unquoted as a list, a comment and a key: the writer quotes them
+    name, description = "[draft] cache notes", "Fixed it: the cache # was stale"
+    queries = [("q1", "why was the cache stale?", ["notes/cache.md"], "lexical"), ("q2", "sourdough", [], "negative")]
+    dataset = load_dataset(write_eval_dataset(tmp_path / "mini", {"notes/cache.md": (name, description, "Flush it.")}, queries))
+    assert dataset.snapshot.errors == ()
+    doc = dataset.snapshot.docs["memories/notes/cache.md"]
+    assert (doc.name, doc.description, doc.type, doc.body) == (name, description, "project", "Flush it.\n")
+    assert [(q.id, q.query, q.relevant, q.kind) for q in dataset.queries] == [
+        ("q1", "why was the cache stale?", frozenset({"memories/notes/cache.md"}), "lexical"),
+        ("q2", "sourdough", frozenset(), "negative"),
+    ]
 
 
 @pytest.mark.parametrize("folder", [EXAMPLES, AGENT, MULTILINGUAL], ids=lambda p: p.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recall_kit.testing.datasets import write_eval_dataset
+from recall_kit_bench import write_eval_dataset
 from recall_kit_bench import run_lifecycle_bench
 from session_support import MEMORIES
 

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from cli_support import REPORT_KEYS, RunCli, assert_one_line_error, clean_environ, json_out
+import pytest
+
+from cli_support import EXAMPLES, REPORT_KEYS, RunCli, assert_one_line_error, clean_environ, json_out
 
 from recall_kit.testing import Reply, ScriptedChatServer
 
@@ -112,3 +116,31 @@ def test_bench_delivery_plot_writes_a_real_png(run_cli: RunCli, dataset: Path, t
     assert len(colours) > 20 and pixels.std() > 0.05  # bars, text and a histogram: not a blank canvas
     unwritable = run_cli("bench", "delivery", str(dataset), "--fast-only", "--plot", str(tmp_path / "no" / "x.png"))
     assert_one_line_error(unwritable, "--plot")
+
+
+# rank-bm25 hidden as if it were not installed: `import rank_bm25` raises ImportError
+WITHOUT_RANK_BM25 = "import sys; sys.modules['rank_bm25'] = None; from recall_kit_cli.main import main; main()"
+
+
+def run_without_rank_bm25(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_RANK_BM25, *args], capture_output=True, text=True, timeout=120,
+        env=clean_environ(), cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize("command", [("delivery", "--fast-only"), ("latency", "--docs", "20")])
+def test_bench_without_rank_bm25_fails_in_one_line_naming_the_bench_extra(
+    tmp_path: Path, dataset: Path, command: tuple[str, ...]
+) -> None:
+    args = (command[0], str(dataset), *command[1:]) if command[0] == "delivery" else command
+    result = run_without_rank_bm25("bench", *args, cwd=tmp_path)
+    assert_one_line_error(result, "rank-bm25", "pip install 'recall-kit[bench]'")
+
+
+def test_without_rank_bm25_query_and_the_enriched_latency_bench_still_run(tmp_path: Path) -> None:
+    query = run_without_rank_bm25("query", "how do I deploy ledgerline?", "--root", str(EXAMPLES), cwd=tmp_path)
+    assert query.returncode == 0, query.stderr
+    assert "deploy" in query.stdout
+    enriched = run_without_rank_bm25("bench", "latency", "--docs", "20", "--enriched", cwd=tmp_path)
+    assert enriched.returncode == 0, enriched.stderr

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from recall_kit.testing.datasets import write_eval_dataset
+from recall_kit_bench import write_eval_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"

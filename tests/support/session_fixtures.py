@@ -11,7 +11,7 @@ import pytest
 from memory_store import MemoryStore
 from recall_kit.testing import ScriptedChatServer
 from session_support import MADE, MEMORIES, SCOPE, EventLog
-from recall_kit.testing.datasets import write_memory
+from recall_kit_bench import write_memory
 
 
 @pytest.fixture

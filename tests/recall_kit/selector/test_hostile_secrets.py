@@ -101,7 +101,7 @@ def test_no_fragment_of_the_key_reaches_telemetry_logs_or_deliveries(
 
     from memory_store import MemoryStore
     from recall_kit import JsonLinesSink, LoggingSink, Recaller, Telemetry
-    from recall_kit.testing.datasets import write_memory
+    from recall_kit_bench import write_memory
 
     caplog.set_level(logging.DEBUG)
     root = tmp_path / "mem"

@@ -11,7 +11,7 @@ import pytest
 
 from selector_helpers import make_doc, run_checked
 from recall_kit import MAX_MODEL_DOCS, ModelSelector, Selection
-from recall_kit._selector import _ENDPOINT_MODES
+from recall_kit._chat import _ENDPOINT_MODES
 from recall_kit.testing import LlamaServer
 
 pytestmark = pytest.mark.real_model

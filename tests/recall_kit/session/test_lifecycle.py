@@ -472,7 +472,7 @@ def test_consume_without_a_handle_returns_none_and_bad_arguments_raise(store, lo
 
 def test_a_memory_written_while_the_session_lives_is_recalled_next_turn(memory_root, log):
     from memory_store import MemoryStore
-    from recall_kit.testing.datasets import write_memory
+    from recall_kit_bench import write_memory
 
     with MemoryStore.open(memory_root, debounce_ms=20) as store:
         recaller = make_recaller(store, log)

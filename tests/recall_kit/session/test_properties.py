@@ -15,7 +15,7 @@ from recall_kit._session import Delivery
 from recall_kit.testing import Reply
 from recall_kit.testing import ScriptedChatServer
 from session_support import MEMORIES, SCOPE, EventLog, make_recaller, run
-from recall_kit.testing.datasets import write_memory
+from recall_kit_bench import write_memory
 
 REFS = [f"{SCOPE}/{p}" for p in MEMORIES]
 QUERIES = [

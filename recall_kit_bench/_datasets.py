@@ -1,0 +1,102 @@
+"""An eval dataset folder (docs/metrics.md): ``memories/**/*.md`` and ``queries.jsonl``, read and written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_store import MemoryStore, Snapshot, format_memory, sidecar_path
+
+DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
+_QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})  # a queries.jsonl line's own keys; the rest is extra
+
+# path relative to the memories folder -> (name, description, body)
+MemorySpec = Mapping[str, tuple[str, str, str]]
+# (id, query, relevant paths, kind)
+QuerySpec = tuple[str, str, list[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class EvalQuery:
+    """One line of queries.jsonl; ``relevant`` holds refs (scope/path)."""
+
+    id: str
+    query: str
+    relevant: frozenset[str]
+    kind: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalDataset:
+    """A dataset folder: its memories as one snapshot and its queries."""
+
+    root: Path
+    snapshot: Snapshot
+    queries: tuple[EvalQuery, ...]
+
+
+def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> EvalDataset:
+    """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder.
+
+    ``enrichment``: True attaches the dataset's own sidecar when it has one
+    (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
+    """
+    root = Path(path)
+    memories = root / "memories"
+    if not memories.is_dir() or not (root / "queries.jsonl").is_file():
+        raise FileNotFoundError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
+    if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
+        raise FileNotFoundError(f"enrichment sidecar not found: {enrichment}")
+    snapshot = _load_memories(memories, enrichment)
+    queries = []
+    with open(root / "queries.jsonl", encoding="utf-8") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            queries.append(
+                EvalQuery(
+                    id=str(item["id"]),
+                    query=item["query"],
+                    relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
+                    kind=str(item.get("kind", "")),
+                    extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
+                )
+            )
+    return EvalDataset(root, snapshot, tuple(queries))
+
+
+def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:
+    sidecars = enrichment if isinstance(enrichment, bool) else {DATASET_SCOPE: Path(enrichment)}
+    with MemoryStore.open((DATASET_SCOPE, memories), watch=False, enrichment=sidecars) as store:
+        return store.snapshot()
+
+
+def dataset_sidecar(path: str | Path) -> Path | None:
+    """The dataset's own enrichment sidecar, when it has one."""
+    sidecar = sidecar_path(Path(path) / "memories")
+    return sidecar if sidecar.is_file() else None
+
+
+def write_memory(root: Path, path: str, name: str, description: str, body: str, *, type: str = "project") -> Path:
+    """Write one memory file at ``root/path`` (creating folders) and return its path."""
+    file = root / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(format_memory(name=name, description=description, type=type, body=body), encoding="utf-8")
+    return file
+
+
+def write_eval_dataset(root: Path, memories: MemorySpec, queries: Iterable[QuerySpec]) -> Path:
+    """Write ``root/memories/**`` and ``root/queries.jsonl``, which ``load_dataset`` reads back; return ``root``."""
+    for path, (name, description, body) in memories.items():
+        write_memory(root / "memories", path, name, description, body)
+    lines = [
+        json.dumps({"id": qid, "query": query, "relevant": relevant, "kind": kind})
+        for qid, query, relevant, kind in queries
+    ]
+    (root / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

@@ -1,0 +1,222 @@
+"""The bench reports as tables for people: `recall-kit bench delivery` and `recall-kit bench latency` print these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from recall_kit_bench._enriched_latency import EnrichedLatencyRow
+from recall_kit_bench._evaluation import Metrics, Percentiles
+from recall_kit_bench._latency import LatencyRow
+from recall_kit_bench._lifecycle import LifecycleReport
+from recall_kit_bench._reports import FOLDS, DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
+
+Row = TypeVar("Row")
+Column = tuple[str, int, Callable[[Row], object]]  # title, width, the cell for one row
+
+
+def delivery_table(report: DeliveryBenchReport) -> str:
+    """The whole report: the lifecycle bench's table when it ran, else the no-tool delivery's."""
+    if report.lifecycle is not None:
+        return _lifecycle_table(report, report.lifecycle)
+    return _no_tool_table(report)
+
+
+def latency_table(rows: Sequence[LatencyRow]) -> str:
+    """Fast-stage, rank-bm25 and update costs, one line per store size, then the legend."""
+    return _table(_LATENCY_COLUMNS, rows, _LATENCY_LEGEND)
+
+
+def enriched_latency_table(rows: Sequence[EnrichedLatencyRow]) -> str:
+    """The fast stage without and with enrichment, one line per store size, then the legend."""
+    return _table(_ENRICHED_COLUMNS, rows, _ENRICHED_LEGEND)
+
+
+def _rate(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.3f}"
+
+
+def _rates(m: Metrics | None) -> tuple[float | None, ...]:
+    """strict, loose, silence, precision; all None for a kind the other side lacks."""
+    if m is None:
+        return (None, None, None, None)
+    return (m.strict_delivery, m.loose_delivery, m.negative_silence, m.precision)
+
+
+def _timings(stats: Percentiles, with_max: bool = True) -> str:
+    shown = f"p50 {stats.p50:.3f} p99 {stats.p99:.3f}"
+    return f"{shown} max {stats.max:.3f}" if with_max else shown
+
+
+def _spread(folds: Mapping[str, Spread]) -> str:
+    return ", ".join(f"{k} {_rate(v.min)}..{_rate(v.max)}" for k, v in folds.items())
+
+
+def _header(report: DeliveryReport) -> list[str]:
+    m = report.overall
+    return [
+        f"{report.dataset}: {report.docs} docs, {m.queries} queries "
+        f"({m.answerable} answerable, {m.negatives} negatives)",
+        "",
+    ]
+
+
+def _side_by_side(ours: DeliveryReport, other: DeliveryReport, heading: str) -> list[str]:
+    lines = [
+        f"{'kind':<14}{'n':>5}  {'strict':>13}  {'loose':>13}  {'silence':>13}  {'precision':>13}",
+        f"{'':<14}{'':>5}  {heading:>13}  {heading:>13}  {heading:>13}  {heading:>13}",
+    ]
+    rows = [("all", ours.overall, other.overall)] + [
+        (kind, m, other.by_kind.get(kind)) for kind, m in ours.by_kind.items()
+    ]
+    for kind, mine, theirs in rows:
+        cells = "  ".join(f"{_rate(a)} / {_rate(b)}" for a, b in zip(_rates(mine), _rates(theirs)))
+        lines.append(f"{kind:<14}{mine.queries:>5}  {cells}")
+    return lines
+
+
+def _no_tool_table(report: DeliveryBenchReport) -> str:
+    """The no-tool delivery beside the plain baseline, the fold spread and the costs."""
+    ours, base = report.delivery, report.baseline
+    lines = _header(ours) + _side_by_side(ours, base, "ours / base")
+    lines.append("")
+    lines.append(f"fold spread ({FOLDS} folds by hash of id): " + _spread(ours.folds or {}))
+    lines.append(
+        f"fast stage ms {_timings(ours.fast_ms, with_max=False)}; "
+        f"initial wait ms {_timings(ours.initial_wait_ms)}; "
+        f"baseline ms {_timings(base.fast_ms, with_max=False)}"
+    )
+    if report.unenriched is not None:
+        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh)"]
+        lines += _side_by_side(ours, report.unenriched, "enr / unenr")
+        lines.append("unenriched fold spread: " + _spread(report.unenriched.folds or {}))
+    if report.refined is not None:
+        lines += [""] + _refined_lines(report.refined)
+    lines += [f"skipped {error}" for error in ours.load_errors]
+    return "\n".join(lines)
+
+
+def _refined_lines(refined: RefinedReport) -> list[str]:
+    summary = refined.summary
+    lines = [
+        f"refined phase at the first tool-result turn ({refined.endpoint}):",
+        f"{'selection':<22}{'n':>5}  {'strict':>7}  {'loose':>7}  {'silence':>7}  {'precision':>9}",
+    ]
+    rows = [("refined selection", refined.refined), ("tool-result delivery", refined.tool_result),
+            ("turn (initial + tool)", refined.turn)]
+    rows += [(f"refined, {kind}", m) for kind, m in refined.by_kind.items()]
+    for label, m in rows:
+        lines.append(
+            f"{label:<22}{m.queries:>5}  {_rate(m.strict_delivery):>7}  {_rate(m.loose_delivery):>7}"
+            f"  {_rate(m.negative_silence):>7}  {_rate(m.precision):>9}"
+        )
+    lines.append(
+        f"model ms {_timings(summary.model_ms)}; begin to settled ms {_timings(summary.settled_ms)}; "
+        f"unsettled {summary.unsettled}"
+    )
+    lines.append(
+        f"validation: {summary.queries_with_rejected_refs} queries with rejected refs "
+        f"{_counts(summary.rejected_refs)}; fallback {_counts(summary.fallback)}"
+    )
+    lines.append(
+        f"strategy {_counts(summary.strategy)}; response mode {_counts(summary.response_mode)}; "
+        f"initial phase {_counts(summary.initial_phase)}"
+    )
+    return lines
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return "(" + (", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "none") + ")"
+
+
+def _strict(by_latency: Mapping[str, Metrics], latency: str) -> float | None:
+    m = by_latency.get(latency)
+    return m.strict_delivery if m is not None else None
+
+
+def _lifecycle_table(report: DeliveryBenchReport, life: LifecycleReport) -> str:
+    """Tool-free and tool-using turns under a model latency profile, beside the old blocking design."""
+    ours, base = report.delivery, report.baseline
+    free, using, blocking = life.tool_free, life.tool_using, life.blocking
+    profile = ",".join(f"{ms:g}" for ms in life.latencies_ms)
+    tool = "..".join(f"{ms:g}" for ms in life.tool_ms)
+    lines = _header(ours) + [
+        f"model latency profile {profile} ms (scripted server, oracle answers); tool calls {tool} ms",
+        "",
+        "tool-free turn, initial point (ours / plain BM25 top 2):",
+    ]
+    lines += _side_by_side(ours, base, "ours / base")
+    lines += [
+        f"initial phase {_counts(free.initial_phase)}",
+        "",
+        "tool-using turn:",
+        f"  refined delivery at the first tool-result turn: {using.refined_at_first_tool_result:.3f} of answerable"
+        f" queries got new documents there (strict {_rate(using.first_tool_result.strict_delivery)},"
+        f" precision {_rate(using.first_tool_result.precision)})",
+        f"  by the first tool result (initial + tool): strict {_rate(using.turn.strict_delivery)}"
+        f" loose {_rate(using.turn.loose_delivery)} silence {_rate(using.turn.negative_silence)}"
+        f" precision {_rate(using.turn.precision)}",
+        f"duplicate deliveries: {life.duplicates}",
+        f"initial wait ms {_timings(life.initial_wait_ms)}; with a fast result {_timings(life.initial_wait_with_fast_result_ms)}",
+        f"fast stage ms {_timings(life.fast_ms, with_max=False)}",
+        "",
+        f"old blocking design (await the recall up to {blocking.deadline_ms:g} ms before the model request):",
+        f"  added latency ms {_timings(blocking.added_latency_ms)}; strict {_rate(blocking.overall.strict_delivery)}"
+        f" loose {_rate(blocking.overall.loose_delivery)} silence {_rate(blocking.overall.negative_silence)}"
+        f" precision {_rate(blocking.overall.precision)}",
+        "",
+        "strict delivery per model latency: no-tool turn (initial point), tool-using turn (by the first",
+        "tool result), old blocking design:",
+        f"{'model ms':>9}  {'n':>4}  {'no-tool':>8}  {'tool-using':>10}  {'blocking':>8}",
+    ]
+    for latency, m in free.by_latency.items():
+        lines.append(
+            f"{latency:>9}  {m.queries:>4}  {_rate(m.strict_delivery):>8}"
+            f"  {_rate(_strict(using.by_latency, latency)):>10}  {_rate(_strict(blocking.by_latency, latency)):>8}"
+        )
+    lines += [f"skipped {error}" for error in ours.load_errors]
+    return "\n".join(lines)
+
+
+def _ms_cell(pick: Callable[[Row], float]) -> Callable[[Row], str]:
+    return lambda row: f"{pick(row):.3f}"
+
+
+_LATENCY_COLUMNS: list[Column[LatencyRow]] = [
+    ("docs", 7, lambda row: row.docs),
+    ("fast p50", 9, _ms_cell(lambda row: row.fast_ms.p50)),
+    ("fast p99", 9, _ms_cell(lambda row: row.fast_ms.p99)),
+    ("cpu p99", 8, _ms_cell(lambda row: row.fast_cpu_ms.p99)),
+    ("rank-bm25 p50", 13, _ms_cell(lambda row: row.baseline_ms.p50)),
+    ("rank-bm25 p99", 13, _ms_cell(lambda row: row.baseline_ms.p99)),
+    ("update p50", 10, _ms_cell(lambda row: row.update_ms.p50)),
+    ("update p99", 10, _ms_cell(lambda row: row.update_ms.p99)),
+    ("after-update p99", 16, _ms_cell(lambda row: row.query_after_update_ms.p99)),
+    ("build s", 8, lambda row: f"{row.build_s:.2f}"),
+]
+_LATENCY_LEGEND = (
+    "(milliseconds; fast = FastHeuristic.recall (wall clock; cpu = its thread's CPU time), rank-bm25 = "
+    "BM25Okapi.get_scores + top 2, update = index update after one changed file, after-update = the next "
+    "query on its words)"
+)
+_ENRICHED_COLUMNS: list[Column[EnrichedLatencyRow]] = [
+    ("docs", 7, lambda row: row.docs),
+    ("head words", 13, lambda row: f"{row.head_plain.words:.1f} -> {row.head_enriched.words:.1f}"),
+    ("unenriched p50", 14, _ms_cell(lambda row: row.plain_ms.p50)),
+    ("p99", 6, _ms_cell(lambda row: row.plain_ms.p99)),
+    ("cpu p99", 7, _ms_cell(lambda row: row.plain_cpu_ms.p99)),
+    ("enriched p50", 12, _ms_cell(lambda row: row.enriched_ms.p50)),
+    ("p99", 6, _ms_cell(lambda row: row.enriched_ms.p99)),
+    ("cpu p99", 7, _ms_cell(lambda row: row.enriched_cpu_ms.p99)),
+]
+_ENRICHED_LEGEND = (
+    "(milliseconds; FastHeuristic.recall on the same files read without and with their enrichment sidecar, "
+    "the same prompts in turn; head words = name, description, keywords and usage scenarios per memory)"
+)
+
+
+def _table(columns: Sequence[Column[Row]], rows: Sequence[Row], legend: str) -> str:
+    lines = ["  ".join(f"{title:>{width}}" for title, width, _ in columns)]
+    lines += ["  ".join(f"{cell(row)!s:>{width}}" for _, width, cell in columns) for row in rows]
+    lines.append(legend)
+    return "\n".join(lines)
