@@ -25,8 +25,7 @@ from recall_kit._render import BODY_BUDGET, render_memories
 from recall_kit._secrets import display_url
 from recall_kit._answer import MAX_MODEL_DOCS
 from recall_kit._background_enrichment import BackgroundEnrichment
-from recall_kit._enrich_sidecar import docs_to_enrich, record_enrichment
-from recall_kit._enricher import Enricher, EnrichmentResult
+from recall_kit._enricher import Enricher, EnrichmentResult, docs_to_enrich
 from recall_kit._selector import ModelSelector, Selection
 from recall_kit._recaller import Recaller
 from recall_kit._session import INITIAL_WAIT_MS, Delivery, RecallSession
@@ -96,6 +95,5 @@ __all__ = [
     "open_indexed",
     "open_watched",
     "read_config_toml",
-    "record_enrichment",
     "render_memories",
 ]
