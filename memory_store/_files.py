@@ -63,31 +63,31 @@ class Sidecar:
         if not self.inside:
             return read_enrichment(self.path)
         try:
-            root_fd = open_root(root)
-        except OSError:
+            fd = _open_own_sidecar(root)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return {}, []
+            if exc.errno == errno.ELOOP:
+                return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        if fd is None:
             return {}, []  # no root, so no sidecar; the root's own error says so
-        try:
-            try:
-                fd = open_beneath(root_fd, SIDECAR_PATH, _SIDECAR_FILE_FLAGS)
-            except OSError as exc:
-                if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                    return {}, []
-                if exc.errno == errno.ELOOP:
-                    return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
-                return {}, [(0, f"unreadable: {exc.strerror}")]
-            return read_sidecar_fd(fd)
-        finally:
-            os.close(root_fd)
+        return read_sidecar_fd(fd)
 
     def exists(self, root: Root) -> bool:
-        """Whether the sidecar is a regular file that ``read`` opens."""
+        """Whether the sidecar is a regular file that ``read`` reads."""
         if not self.inside:
             return os.path.isfile(self.path)
         try:
-            with _root_fd(root) as root_fd, _folder(root_fd, [_SIDECAR_FOLDER], SIDECAR_PATH, create=False) as fd:
-                return stat.S_ISREG(os.stat(_SIDECAR_NAME, dir_fd=fd, follow_symlinks=False).st_mode)
-        except (OSError, MemoryStoreError):
+            fd = _open_own_sidecar(root)
+        except OSError:
             return False
+        if fd is None:
+            return False
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
 
     def update(self, root: Root, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None) -> Path:
         """Merge ``entries`` into the sidecar (dropping memories not in ``live_paths``), locked, atomically."""
@@ -97,6 +97,18 @@ class Sidecar:
         with _root_fd(root) as root_fd, _folder(root_fd, [_SIDECAR_FOLDER], where, create=True) as folder_fd:
             update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
         return Path(self.path)
+
+
+def _open_own_sidecar(root: Root) -> int | None:
+    """The root's own sidecar opened for reading from the root, no symlink followed; None when the root is gone."""
+    try:
+        root_fd = open_root(root)
+    except OSError:
+        return None
+    try:
+        return open_beneath(root_fd, SIDECAR_PATH, _SIDECAR_FILE_FLAGS)
+    finally:
+        os.close(root_fd)
 
 
 class MemoryRoot:
@@ -119,12 +131,12 @@ class MemoryRoot:
         instead of the root's own ``.recall-kit/enrichment.jsonl``."""
         absolute = given_path(path)
         self._root = Root(checked_label(label) if label is not None else default_label(absolute), absolute)
-        self.sidecar = (
+        self._sidecar = (
             Sidecar(str(sidecar_path(absolute)), inside=True)
             if sidecar is None
             else Sidecar(given_path(sidecar), inside=False)
-        )
-        self.max_bytes = max_bytes
+        )  # the one resolution: the store reads what this root records
+        self._max_bytes = max_bytes
 
     @property
     def label(self) -> str:
@@ -135,6 +147,16 @@ class MemoryRoot:
     def path(self) -> Path:
         """The root folder's absolute path, as given (a symlinked root is followed on purpose)."""
         return Path(self._root.path)
+
+    @property
+    def sidecar_path(self) -> Path:
+        """Where the root's enrichment is kept: its own ``.recall-kit/enrichment.jsonl`` or the file given."""
+        return Path(self._sidecar.path)
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest memory file read or saved, as the scan's limit."""
+        return self._max_bytes
 
     def __repr__(self) -> str:
         return f"<MemoryRoot {self.label!r} {self._root.path}>"
@@ -164,7 +186,7 @@ class MemoryRoot:
             kind = _kind(folder_fd, parts[-1], ref)
             try:
                 data, _info = read_listed(
-                    self._root, root_fd, folder_fd, rel, kind, self.max_bytes, os.path.realpath(self._root.path)
+                    self._root, root_fd, folder_fd, rel, kind, self._max_bytes, os.path.realpath(self._root.path)
                 )
             except MemoryStoreError as exc:
                 raise _about(exc, ref, "cannot read") from None
@@ -215,7 +237,7 @@ class MemoryRoot:
         MemoryParseError (nothing is written) when the store would skip it; otherwise as ``write``.
         """
         text = format_memory(name=name, description=description, type=type, body=body, keywords=keywords)
-        doc = parse_memory(text, max_bytes=self.max_bytes)  # the store's own rules, before any write
+        doc = parse_memory(text, max_bytes=self._max_bytes)  # the store's own rules, before any write
         rel = new_memory_path(doc.type, doc.name)
         replaced = self.write(rel, text, overwrite=overwrite)
         return SavedMemory(self._ref(rel), Path(self._root.abspath(rel)), replaced)
@@ -241,13 +263,13 @@ class MemoryRoot:
 
     def has_sidecar(self) -> bool:
         """Whether the root's sidecar is there, a regular file the store reads."""
-        return self.sidecar.exists(self._root)
+        return self._sidecar.exists(self._root)
 
     def record_enrichment(self, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None = None) -> Path:
         """Merge ``entries`` into the root's sidecar and write it atomically, locked against other writers;
         with ``live_paths`` (relative paths of the root's memories), drop entries of memories that are gone.
         Returns the sidecar's path."""
-        return self.sidecar.update(self._root, entries, live_paths)
+        return self._sidecar.update(self._root, entries, live_paths)
 
     # --- paths ---------------------------------------------------------------------------------
 
@@ -345,7 +367,7 @@ def _unreachable(fd: int, part: str, folder: str, ref: str, exc: OSError) -> Mem
         except OSError:
             is_link = False
         what = "a symlink" if is_link else "not a folder"
-        return MemoryPathError(f"refused {ref}: {folder} is {what}, and no memory is read or written through one")
+        return MemoryPathError(f"refused {ref}: {folder} is {what}, and nothing is read or written through one")
     return MemoryStoreError(f"cannot reach {ref}: {folder}: {exc.strerror}")
 
 

@@ -54,7 +54,7 @@ class MemoryStore:
             for root in roots
         }
         # enrichment=False reads no sidecar; recording still goes to each root's own
-        read = {label: files.sidecar for label, files in self._files.items()} if read_enrichment else {}
+        read = {label: files._sidecar for label, files in self._files.items()} if read_enrichment else {}
         self._state = StoreState(roots, max_bytes, read, reuse)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
