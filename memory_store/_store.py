@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable, Iterable, Mapping, Union
-
 from pathlib import Path
+from typing import Callable, Iterable, Mapping, Union
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
 from memory_store._files import MemoryRoot, checked_label, default_label, given_path
@@ -85,7 +84,7 @@ class MemoryStore:
         ``enrichment``: True reads each root's own sidecar (``.recall-kit/enrichment.jsonl``);
         False reads none; a mapping ``{root label or path: sidecar path}`` reads those
         roots' sidecars from the given files instead (the other roots keep their own).
-        Sidecars are watched like the memories.
+        Sidecars are watched like the memories, and ``record_enrichment`` writes to the same files.
 
         ``reuse(abspath, size, mtime_ns)`` is asked before each regular file of the first
         scan is read: a doc it returns stands in for reading and parsing that file (a
