@@ -1,6 +1,13 @@
 """Markdown memory store: parsing, scanning, watching, immutable snapshots."""
 
-from memory_store._errors import MemoryParseError, MemoryStoreError, RecallKitError
+from memory_store._errors import (
+    MemoryExistsError,
+    MemoryNotFoundError,
+    MemoryParseError,
+    MemoryPathError,
+    MemoryStoreError,
+    RecallKitError,
+)
 from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, DeferredDoc, Enrichment, LoadError, MemoryDoc, Snapshot
 from memory_store._parse import parse_memory
 from memory_store._format import format_memory, memory_slug, new_memory_path
@@ -18,6 +25,8 @@ from memory_store._sidecar import (
     update_enrichment,
     write_enrichment,
 )
+from memory_store._codec import decode_doc, encode_doc
+from memory_store._files import MemoryRoot, SavedMemory
 from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
 from memory_store._write import atomic_write, file_lock
 
@@ -35,12 +44,19 @@ __all__ = [
     "EnrichmentEntry",
     "LoadError",
     "MemoryDoc",
+    "MemoryExistsError",
+    "MemoryNotFoundError",
     "MemoryParseError",
+    "MemoryPathError",
+    "MemoryRoot",
     "MemoryStoreError",
     "MemoryStore",
     "RecallKitError",
+    "SavedMemory",
     "Snapshot",
     "atomic_write",
+    "decode_doc",
+    "encode_doc",
     "file_lock",
     "format_memory",
     "memory_slug",

@@ -15,3 +15,15 @@ class MemoryStoreError(RecallKitError):
 
 class MemoryParseError(RecallKitError):
     """A memory file could not be parsed (the store reports these in its snapshot, it does not raise them)."""
+
+
+class MemoryPathError(MemoryStoreError):
+    """A memory path was refused: outside its root, through a symlink, or not a memory file name."""
+
+
+class MemoryExistsError(MemoryStoreError, FileExistsError):
+    """A new memory would replace a file that is already there."""
+
+
+class MemoryNotFoundError(MemoryStoreError, FileNotFoundError):
+    """No memory file at that path."""

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from memory_store._errors import MemoryParseError
+from memory_store._errors import MemoryNotFoundError, MemoryParseError, MemoryPathError, MemoryStoreError
 from memory_store._parse import parse_memory
 from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc, StoredDoc
 
@@ -236,55 +236,72 @@ def _folder_error(root: Root, rel: str, exc: OSError) -> LoadError:
 
 
 def _read(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Read:
-    if kind == "other":
-        return LoadError(root.label, rel, "not a regular file")
+    try:
+        data, info = read_listed(root, root_fd, parent_fd, rel, kind, max_bytes, root_real)
+    except MemoryStoreError as exc:
+        return LoadError(root.label, rel, str(exc))
     abspath = root.abspath(rel)
-    try:
-        if kind == "symlink":
-            fd_or_error = _open_link_target(root, root_fd, rel, abspath, root_real)
-            if isinstance(fd_or_error, LoadError):
-                return fd_or_error
-            fd = fd_or_error
-        else:
-            fd = os.open(rel.rpartition("/")[2], _FILE_FLAGS, dir_fd=parent_fd)
-    except FileNotFoundError:
-        return LoadError(root.label, rel, "file vanished before it could be read")
-    except PermissionError:
-        return LoadError(root.label, rel, "unreadable: permission denied")
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink that replaced the listed file
-            return LoadError(root.label, rel, "file was replaced by a symlink while being read")
-        return LoadError(root.label, rel, f"unreadable: {exc.strerror}")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return LoadError(root.label, rel, "not a regular file")
-        if info.st_size > max_bytes:
-            return LoadError(root.label, rel, f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
-        data = _read_all(fd, max_bytes + 1)
-    except OSError as exc:
-        return LoadError(root.label, rel, f"unreadable: {exc.strerror}")
-    finally:
-        os.close(fd)
     return parse_memory(data, scope=root.label, path=rel, abspath=abspath, mtime=info.st_mtime, max_bytes=max_bytes)
 
 
-def _open_link_target(root: Root, root_fd: int, rel: str, abspath: str, root_real: str) -> int | LoadError:
-    """A symlinked memory is read only when its target lies inside the root, reached from the root without symlinks."""
+def read_listed(
+    root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str
+) -> tuple[bytes, os.stat_result]:
+    """The bytes (at most ``max_bytes``) and stat of one memory file seen as ``kind`` in its open parent folder.
+
+    A symlink is read only when its target is a file inside the root; anything else that is not a
+    regular file is never opened. Raises, with the one-line reason as the message:
+    MemoryNotFoundError (it vanished), MemoryPathError (refused) or MemoryStoreError (unreadable, too big).
+    """
+    if kind == "other":
+        raise MemoryPathError("not a regular file")
     try:
-        target = os.path.realpath(abspath, strict=True)
+        if kind == "symlink":
+            fd = open_beneath(root_fd, link_target(root, rel, root_real), _FILE_FLAGS)
+        else:
+            fd = os.open(rel.rpartition("/")[2], _FILE_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
-        return LoadError(root.label, rel, "broken symlink: its target does not exist")
+        raise MemoryNotFoundError("file vanished before it could be read") from None
+    except PermissionError:
+        raise MemoryStoreError("unreadable: permission denied") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink that replaced the listed file
+            raise MemoryPathError("file was replaced by a symlink while being read") from None
+        raise MemoryStoreError(f"unreadable: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MemoryPathError("not a regular file")
+        if info.st_size > max_bytes:
+            raise MemoryStoreError(f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
+        data = _read_all(fd, max_bytes + 1)
+    except OSError as exc:
+        raise MemoryStoreError(f"unreadable: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # it grew after the fstat
+        raise MemoryStoreError(f"file is {len(data)} bytes, over the {max_bytes}-byte limit")
+    return data, info
+
+
+def link_target(root: Root, rel: str, root_real: str) -> str:
+    """Where the symlinked memory ``rel`` leads, relative to the root; MemoryPathError unless it is inside.
+
+    Only realpath looks through the link; the target is then opened from the root without symlinks.
+    """
+    try:
+        target = os.path.realpath(root.abspath(rel), strict=True)
+    except FileNotFoundError:
+        raise MemoryPathError("broken symlink: its target does not exist") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return LoadError(root.label, rel, "symlink loop")
-        return LoadError(root.label, rel, f"unreadable symlink: {exc.strerror}")
+            raise MemoryPathError("symlink loop") from None
+        raise MemoryStoreError(f"unreadable symlink: {exc.strerror}") from None
     if target == root_real:
-        return LoadError(root.label, rel, "not a regular file")
+        raise MemoryPathError("not a regular file")
     if not _inside(target, root_real):
-        return LoadError(root.label, rel, "symlink points outside the root")
-    inner = os.path.relpath(target, root_real).replace(os.sep, "/")
-    return open_beneath(root_fd, inner, _FILE_FLAGS)
+        raise MemoryPathError("symlink points outside the root")
+    return os.path.relpath(target, root_real).replace(os.sep, "/")
 
 
 def _read_all(fd: int, limit: int) -> bytes:

@@ -8,6 +8,7 @@ and on the way out.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -17,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from memory_store._errors import MemoryStoreError
+from memory_store._errors import MemoryPathError, MemoryStoreError
 from memory_store._types import Enrichment
-from memory_store._write import atomic_write, file_lock
+from memory_store._write import atomic_write, file_lock, write_in_folder
 
 SIDECAR_PATH = ".recall-kit/enrichment.jsonl"  # relative to a root; hidden, so never scanned as a memory
 MAX_KEYWORDS = 32
@@ -190,11 +191,10 @@ def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentE
     return read_sidecar_fd(fd)
 
 
-def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry]) -> Path:
-    """Write the whole sidecar at ``path`` atomically, one cleaned entry a line, sorted by path.
+def sidecar_text(entries: Iterable[EnrichmentEntry]) -> str:
+    """A whole sidecar's text: one cleaned entry a line, sorted by path (a later entry for a path wins).
 
-    Creates the sidecar's folder when needed. Raises MemoryStoreError when an entry's
-    path or hash is invalid or the file cannot be written; the old sidecar then stays.
+    Raises MemoryStoreError when an entry's path or hash is invalid.
     """
     cleaned: dict[str, EnrichmentEntry] = {}
     for entry in entries:
@@ -215,12 +215,18 @@ def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentE
         if entry.model is not None:
             obj["model"] = entry.model
         lines.append(json.dumps(obj) + "\n")  # ASCII escapes: a path with undecodable bytes still round-trips
-    target = Path(os.path.abspath(os.fspath(path)))
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
-    return atomic_write(target, "".join(lines))
+    return "".join(lines)
+
+
+def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry]) -> Path:
+    """Write the whole sidecar at ``path`` atomically, one cleaned entry a line, sorted by path.
+
+    Creates the sidecar's folder when needed. Raises MemoryStoreError when an entry's
+    path or hash is invalid or the file cannot be written; the old sidecar then stays.
+    """
+    text = sidecar_text(entries)
+    target = _made_parent(path)
+    return atomic_write(target, text)
 
 
 def update_enrichment(
@@ -229,21 +235,76 @@ def update_enrichment(
     """Merge ``entries`` into the sidecar at ``path`` and write it atomically; with ``live_paths``
     (relative paths of the root's memories), drop the entries of memories that are gone.
 
-    Writers of one sidecar (an `enrich` run, a long-lived store's background enrichment) take an
-    flock on a lock file beside it for the read-merge-write, so neither loses the other's entries.
-    Lines that were already corrupt are not carried over.
+    ``path`` is the caller's own: a symlink at it is read through, then replaced by the new file.
     """
+    target = _made_parent(path)
+    try:
+        folder_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        update_in_folder(folder_fd, target.name, entries, live_paths, follow=True, where=str(target))
+    finally:
+        os.close(folder_fd)
+    return target
+
+
+def update_in_folder(
+    folder_fd: int,
+    name: str,
+    entries: Iterable[EnrichmentEntry],
+    live_paths: Iterable[str] | None,
+    *,
+    follow: bool,
+    where: str,
+) -> None:
+    """The read-merge-write of the sidecar ``name`` in an open folder, under an flock on ``name.lock`` beside it.
+
+    Writers of one sidecar (an `enrich` run, a long-lived store's background enrichment) take the lock,
+    so neither loses the other's entries. Lines that were already corrupt are not carried over. Without
+    ``follow``, a symlink at ``name`` is refused (MemoryPathError); the new file never goes through one.
+    ``where`` names the sidecar in errors.
+    """
+    with file_lock(name + ".lock", dir_fd=folder_fd):
+        current, mode = _current(folder_fd, name, follow, where)
+        for entry in entries:
+            current[entry.path] = entry
+        kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
+        text = sidecar_text(kept)
+        try:
+            write_in_folder(folder_fd, name, text.encode("utf-8"), replace=True, mode=mode)
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
+
+
+def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[str, EnrichmentEntry], int | None]:
+    """The sidecar's entries as they stand, and its permission bits when it is a regular file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, flags, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
+        return {}, None  # unreadable: its entries are lost to every reader already
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return {}, None
+    mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
+    entries, _problems = read_sidecar_fd(fd)
+    return entries, mode
+
+
+def _made_parent(path: str | os.PathLike[str]) -> Path:
     target = Path(os.path.abspath(os.fspath(path)))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
-    with file_lock(target.with_name(target.name + ".lock")):
-        current, _problems = read_enrichment(target)
-        for entry in entries:
-            current[entry.path] = entry
-        kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
-        return write_enrichment(target, kept)
+    return target
 
 
 def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> list[EnrichmentEntry]:

@@ -10,9 +10,9 @@ import dataclasses
 import errno
 import os
 import stat
-from dataclasses import dataclass
 
-from memory_store._sidecar import SIDECAR_PATH, EnrichmentEntry, SidecarProblem, read_enrichment, read_sidecar_fd
+from memory_store._files import Sidecar
+from memory_store._sidecar import EnrichmentEntry
 from memory_store._scan import (
     Candidate,
     Entry,
@@ -29,18 +29,6 @@ from memory_store._scan import (
 from memory_store._types import DeferredDoc, Docs, LoadError, MemoryDoc, Snapshot, StoredDoc
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # the path is not a folder we may enter (any more)
-_SIDECAR_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-@dataclass(frozen=True, slots=True)
-class Sidecar:
-    """Where a root's enrichment is read from: its own hidden file, or a file given from outside."""
-
-    path: str  # absolute
-    inside: bool  # True: the root's own SIDECAR_PATH, opened from the root without following symlinks
-
-    def label_path(self) -> str:
-        return SIDECAR_PATH if self.inside else self.path
 
 
 class StoreState:
@@ -171,7 +159,7 @@ class StoreState:
         sidecar = self.sidecars.get(root.label)
         if sidecar is None:
             return
-        new, problems = _read_sidecar(root, sidecar)
+        new, problems = sidecar.read(root)
         label = root.label
         for ref in self._sidecar_errors[label]:
             self._errors.pop(ref, None)
@@ -303,24 +291,3 @@ def _is_folder(root_fd: int, rel: str) -> bool:
     except OSError as exc:
         return exc.errno not in _GONE  # EACCES: a folder we may not read; the walk reports it
     return True
-
-
-def _read_sidecar(root: Root, sidecar: Sidecar) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
-    if not sidecar.inside:
-        return read_enrichment(sidecar.path)
-    try:
-        root_fd = open_root(root)
-    except OSError:
-        return {}, []  # no root, so no sidecar; the root's own error says so
-    try:
-        try:
-            fd = open_beneath(root_fd, SIDECAR_PATH, _SIDECAR_FILE_FLAGS)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                return {}, []
-            if exc.errno == errno.ELOOP:
-                return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
-            return {}, [(0, f"unreadable: {exc.strerror}")]
-        return read_sidecar_fd(fd)
-    finally:
-        os.close(root_fd)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable, Mapping, Union
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Union
 
-from memory_store._sidecar import sidecar_path
+from memory_store._errors import MemoryPathError, MemoryStoreError
+from memory_store._files import MemoryRoot, checked_label, default_label, given_path
 from memory_store._scan import Reuse, Root, is_hidden
-from memory_store._state import Sidecar, StoreState
+from memory_store._sidecar import EnrichmentEntry
+from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
 from memory_store._watch import Batch, Watcher
-from memory_store._errors import MemoryStoreError
 
 RootSpec = Union[str, "os.PathLike[str]", tuple[str, Union[str, "os.PathLike[str]"]]]
 Subscriber = Callable[[Snapshot], None]
@@ -40,11 +42,19 @@ class MemoryStore:
         *,
         max_bytes: int,
         debounce_ms: float,
-        sidecars: dict[str, Sidecar] | None = None,
+        sidecars: Mapping[str, PathSpec] | None = None,
+        read_enrichment: bool = True,
         reuse: Reuse | None = None,
     ) -> None:
         self._roots = roots
-        self._state = StoreState(roots, max_bytes, sidecars, reuse)
+        given = sidecars or {}
+        self._files = {
+            root.label: MemoryRoot(root.path, label=root.label, sidecar=given.get(root.label), max_bytes=max_bytes)
+            for root in roots
+        }
+        # enrichment=False reads no sidecar; recording still goes to each root's own
+        read = {label: files._sidecar for label, files in self._files.items()} if read_enrichment else {}
+        self._state = StoreState(roots, max_bytes, read, reuse)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -74,7 +84,7 @@ class MemoryStore:
         ``enrichment``: True reads each root's own sidecar (``.recall-kit/enrichment.jsonl``);
         False reads none; a mapping ``{root label or path: sidecar path}`` reads those
         roots' sidecars from the given files instead (the other roots keep their own).
-        Sidecars are watched like the memories.
+        Sidecars are watched like the memories, and ``record_enrichment`` writes to the same files.
 
         ``reuse(abspath, size, mtime_ns)`` is asked before each regular file of the first
         scan is read: a doc it returns stands in for reading and parsing that file (a
@@ -82,13 +92,20 @@ class MemoryStore:
         A ``DeferredDoc`` it returns is built only when a reader first looks at it.
         """
         resolved = _resolve_roots(roots)
-        sidecars = _resolve_sidecars(resolved, enrichment)
+        sidecars = _mapped_sidecars(resolved, enrichment)
         if not allow_missing:
             for root in resolved:
                 if not os.path.isdir(root.path):
                     what = "is not a folder" if os.path.exists(root.path) else "does not exist"
                     raise MemoryStoreError(f"memory root {what}: {root.path}")
-        store = cls(resolved, max_bytes=max_bytes, debounce_ms=debounce_ms, sidecars=sidecars, reuse=reuse)
+        store = cls(
+            resolved,
+            max_bytes=max_bytes,
+            debounce_ms=debounce_ms,
+            sidecars=sidecars,
+            read_enrichment=enrichment is not False,
+            reuse=reuse,
+        )
         try:
             store._start(watch)
         except BaseException:
@@ -143,6 +160,47 @@ class MemoryStore:
                     self._subscribers.remove(callback)
 
         return unsubscribe
+
+    # --- files -------------------------------------------------------------------
+
+    def root(self, label: str) -> MemoryRoot:
+        """The files of the root labelled ``label``: where memories are written, removed and read."""
+        try:
+            return self._files[label]
+        except KeyError:
+            raise MemoryPathError(f"unknown root {label!r}; roots: {sorted(self._files)}") from None
+
+    def resolve(self, ref: str) -> Path:
+        """The file of the memory ``ref`` (``<root label>/<path>``), once it is known to be one the store reads."""
+        files, rel = self._split(ref)
+        return files.resolve(rel)
+
+    def read_bytes(self, ref: str) -> bytes:
+        """The bytes of the memory file ``ref``, read as the scan reads it (confined, size-capped)."""
+        files, rel = self._split(ref)
+        return files.read_bytes(rel)
+
+    def remove(self, ref: str) -> None:
+        """Delete the memory file ``ref``; a watching store drops it from its next snapshot."""
+        files, rel = self._split(ref)
+        files.remove(rel)
+
+    def record_enrichment(self, label: str, entries: Iterable[EnrichmentEntry]) -> Path:
+        """Merge ``entries`` into the sidecar this store reads for root ``label`` (its own or the one given
+        at open), dropping entries of memories not in the current snapshot. Returns the sidecar's path."""
+        files = self.root(label)
+        prefix = label + "/"
+        live = [ref[len(prefix) :] for ref in self._snapshot.docs.keys() if ref.startswith(prefix)]
+        return files.record_enrichment(entries, live)
+
+    def _split(self, ref: str) -> tuple[MemoryRoot, str]:
+        label, _, rel = ref.partition("/")
+        files = self._files.get(label)
+        if files is None:
+            raise MemoryPathError(
+                f"unknown root {label!r} in {ref!r}; refs look like <root>/<path>.md, roots: {sorted(self._files)}"
+            )
+        return files, rel
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -228,22 +286,21 @@ class MemoryStore:
             self._published.notify_all()
 
 
-def _resolve_sidecars(roots: list[Root], spec: EnrichmentSpec) -> dict[str, Sidecar]:
-    if spec is False:
+def _mapped_sidecars(roots: list[Root], spec: EnrichmentSpec) -> dict[str, PathSpec]:
+    """Root label -> the sidecar given for it at open; the other roots keep their own."""
+    if spec is True or spec is False:
         return {}
-    sidecars = {root.label: Sidecar(str(sidecar_path(root.path)), inside=True) for root in roots}
-    if spec is True:
-        return sidecars
     if not isinstance(spec, Mapping):
         raise MemoryStoreError("enrichment must be True, False or a mapping of root label or path to sidecar path")
+    mapped: dict[str, PathSpec] = {}
     for key, path in spec.items():
-        key_path = os.path.abspath(os.path.expanduser(os.fspath(key)))
+        key_path = given_path(key)
         match = [root for root in roots if key in (root.label, root.path) or key_path == root.path]
         if not match:
             raise MemoryStoreError(f"enrichment given for an unknown root: {os.fspath(key)!r}")
         for root in match:
-            sidecars[root.label] = Sidecar(os.path.abspath(os.path.expanduser(os.fspath(path))), inside=False)
-    return sidecars
+            mapped[root.label] = path
+    return mapped
 
 
 def _resolve_roots(specs: tuple[RootSpec, ...]) -> list[Root]:
@@ -253,16 +310,14 @@ def _resolve_roots(specs: tuple[RootSpec, ...]) -> list[Root]:
     taken: set[str] = set()
     for spec in specs:
         label, raw = spec if isinstance(spec, tuple) else (None, spec)
-        path = os.path.abspath(os.path.expanduser(os.fspath(raw)))
+        path = given_path(raw)
         if label is None:
-            base = os.path.basename(path) or "root"
+            base = default_label(path)
             label, n = base, 1
             while label in taken:
                 n += 1
                 label = f"{base}-{n}"
-        elif not label or "/" in label:
-            raise MemoryStoreError(f"invalid root label {label!r}: it must be non-empty and contain no '/'")
-        elif label in taken:
+        elif checked_label(label) in taken:
             raise MemoryStoreError(f"two roots share the label {label!r}")
         taken.add(label)
         roots.append(Root(label, path))

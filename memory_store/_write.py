@@ -14,67 +14,81 @@ from pathlib import Path
 from memory_store._errors import MemoryStoreError
 
 _NEW_FILE_MODE = 0o666  # before umask, like open(path, "w")
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` via a hidden temp file in the same folder, fsync, os.replace.
+def write_in_folder(folder_fd: int, name: str, data: bytes, *, replace: bool, mode: int | None = None) -> None:
+    """Write ``data`` as ``name`` in the open folder ``folder_fd``: a hidden temp file, fsync, then
+    renamed over ``name`` (``replace``) or linked into place (never replaces a file that is there).
 
-    The temp file's name starts with "." so a watching store ignores it. An
-    existing file's permission bits are kept. Returns the absolute path written.
+    ``mode`` sets the new file's permission bits (default: 0666 less the umask). Nothing is ever
+    written through a symlink: a symlink at ``name`` is replaced, or refused by the link. Raises
+    OSError (FileExistsError when ``name`` exists and not ``replace``); no temp file is left behind.
     """
-    target = Path(os.path.abspath(os.fspath(path)))
-    folder = target.parent
-    temp = folder / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _NEW_FILE_MODE)
-    except OSError as exc:
-        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    # Short and hidden: a watching store ignores it, and a 250-byte name still has room beside it.
+    temp = f".{secrets.token_hex(6)}.tmp"
+    fd = os.open(temp, _TEMP_FLAGS, _NEW_FILE_MODE, dir_fd=folder_fd)
     try:
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
-            view = memoryview(text.encode("utf-8"))
+            view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, target)
+        if replace:
+            os.rename(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+        else:
+            os.link(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd, follow_symlinks=False)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=folder_fd)  # gone after a rename; the spare name after a link
+    _fsync(folder_fd)
+
+
+def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` via a hidden temp file in the same folder, fsync, rename.
+
+    The temp file's name starts with "." so a watching store ignores it. An
+    existing file's permission bits are kept. Returns the absolute path written.
+    """
+    target = Path(os.path.abspath(os.fspath(path)))
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
-    _fsync_folder(folder)
+    try:
+        folder_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        write_in_folder(folder_fd, target.name, text.encode("utf-8"), replace=True, mode=mode)
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
+    finally:
+        os.close(folder_fd)
     return target
 
 
-def _fsync_folder(folder: Path) -> None:
+def _fsync(folder_fd: int) -> None:
     """Make the rename itself durable; some file systems do not allow it, which is fine."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.fsync(folder_fd)
 
 
 @contextlib.contextmanager
-def file_lock(lock_path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive flock on ``lock_path`` (created 0600, never through a symlink) for the block.
+def file_lock(lock_path: str | os.PathLike[str], *, dir_fd: int | None = None) -> Iterator[None]:
+    """Hold an exclusive flock on ``lock_path`` (created 0600, never through a symlink) for the block;
+    with ``dir_fd``, ``lock_path`` is relative to that open folder.
 
     Raises MemoryStoreError when the lock file cannot be opened.
     """
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         raise MemoryStoreError(f"cannot lock {os.fspath(lock_path)}: {exc.strerror}") from None
     try:

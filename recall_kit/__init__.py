@@ -48,8 +48,7 @@ if TYPE_CHECKING:
     from recall_kit._secrets import display_url as display_url
     from recall_kit.limits import MAX_MODEL_DOCS as MAX_MODEL_DOCS
     from recall_kit._background_enrichment import BackgroundEnrichment as BackgroundEnrichment
-    from recall_kit._enrich_sidecar import docs_to_enrich as docs_to_enrich
-    from recall_kit._enrich_sidecar import record_enrichment as record_enrichment
+    from recall_kit._enricher import docs_to_enrich as docs_to_enrich
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._selector import ModelSelector as ModelSelector
@@ -122,13 +121,12 @@ _EXPORTS: dict[str, str] = {
     "UntilSettled": "recall_kit.turns",
     "WatchedStore": "recall_kit._open",
     "display_url": "recall_kit._secrets",
-    "docs_to_enrich": "recall_kit._enrich_sidecar",
+    "docs_to_enrich": "recall_kit._enricher",
     "load_selector_config": "recall_kit._config",
     "open_indexed": "recall_kit._open",
     "open_recaller": "recall_kit._open",
     "open_watched": "recall_kit._open",
     "read_config_toml": "recall_kit._config",
-    "record_enrichment": "recall_kit._enrich_sidecar",
     "render_memories": "recall_kit._render",
 }
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,9 @@
 """Background enrichment: new and changed memories of a watched store get search terms, off the recall path.
 
 One thread with its own event loop does one model call at a time, paced to a rate. It reacts to
-the store's snapshots (published after the store's debounce), writes each result to the root's
-sidecar, and the store's watch on the sidecar brings the terms into the next snapshot. A recall
+the store's snapshots (published after the store's debounce), records each result through the store
+in the sidecar it reads for that root, and the store's watch on the sidecar brings the terms into the
+next snapshot. A recall
 never waits for any of it.
 """
 
@@ -15,8 +16,7 @@ import time
 from typing import Any, Callable
 
 from memory_store import MemoryDoc, MemoryStoreError, RecallKitError, Snapshot
-from recall_kit._enrich_sidecar import needs_enrichment, record_enrichment
-from recall_kit._enricher import Enricher, EnrichmentResult
+from recall_kit._enricher import Enricher, EnrichmentResult, needs_enrichment
 from recall_kit._telemetry import EnrichEvent, Telemetry
 
 _log = logging.getLogger("recall_kit.enrich")
@@ -40,7 +40,7 @@ class BackgroundEnrichment:
         calls_per_minute: float = DEFAULT_CALLS_PER_MINUTE,
         retry_failed_after_s: float = RETRY_FAILED_AFTER_S,
     ) -> None:
-        if not all(hasattr(store, name) for name in ("subscribe", "snapshot", "roots")):
+        if not all(hasattr(store, name) for name in ("subscribe", "snapshot", "roots", "record_enrichment")):
             raise RecallKitError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
         if not calls_per_minute > 0:
             raise RecallKitError(f"calls_per_minute must be positive, got {calls_per_minute!r}")
@@ -176,9 +176,8 @@ class BackgroundEnrichment:
         reason = result.reason
         entry = result.entry
         if entry is not None:
-            live = [d.path for d in self.store.snapshot().docs.values() if d.scope == doc.scope]
             try:
-                record_enrichment(self._roots[doc.scope], [entry], live)
+                self.store.record_enrichment(doc.scope, [entry])  # the sidecar the store reads for that root
             except MemoryStoreError as exc:
                 entry, reason = None, f"cannot write the sidecar: {exc}"
         if entry is not None:

@@ -2,7 +2,7 @@
 
 The file is a header (magic, format version, Python and marshal versions, then the CRC-32s of the
 table and of the sections, and the table's length), and a payload: a marshal table of plain types,
-then raw sections it points into (each doc's fields as a marshal blob, the index's arrays). Anything that
+then raw sections it points into (each doc as the store's codec encodes it, the index's arrays). Anything that
 does not check out (missing, truncated, corrupt, another version, a shape we did not write) is
 ignored and rebuilt, never trusted. Writers take an flock on a lock file beside it and replace the
 file atomically, so readers never need the lock: they see the old file or the new one, whole.
@@ -28,12 +28,11 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import platformdirs
 
-from memory_store import Enrichment, MemoryDoc, Snapshot, file_lock
+from memory_store import Enrichment, MemoryDoc, Snapshot, decode_doc, encode_doc, file_lock
 from recall_kit._index import FieldIndex
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
@@ -187,10 +186,7 @@ def doc_entry(doc: MemoryDoc) -> Kept | None:
     abspath = str(doc.abspath)
     try:
         stat = os.stat(abspath, follow_symlinks=False)
-        blob = marshal.dumps((
-            doc.scope, doc.path, abspath, doc.name, doc.description, doc.type, tuple(doc.keywords),
-            dict(doc.extra), doc.body, doc.mtime, doc.size, doc.content_hash, tuple(doc.usage_scenarios),
-        ))
+        blob = encode_doc(doc)
     except (OSError, ValueError):
         return None
     if stat.st_size != doc.size or stat.st_mtime != doc.mtime:
@@ -199,18 +195,7 @@ def doc_entry(doc: MemoryDoc) -> Kept | None:
     return abspath, entry, memoryview(blob)
 
 
-_NO_EXTRA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only, so every doc without extras shares it
-
-
-def doc_from(blob: memoryview) -> MemoryDoc:
-    scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash, scenarios = (
-        marshal.loads(blob)
-    )
-    return MemoryDoc(
-        scope=scope, path=path, abspath=Path(abspath), name=name, description=description, type=type_,
-        keywords=tuple(keywords), extra=MappingProxyType(extra) if extra else _NO_EXTRA, body=body, mtime=mtime,
-        size=size, content_hash=content_hash, usage_scenarios=tuple(scenarios),
-    )
+doc_from = decode_doc  # the store's codec builds each cached doc
 
 
 def enrichment_key(enrichment: Enrichment | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from memory_store import (
     MAX_KEYWORD_CHARS,
@@ -54,6 +54,17 @@ _SCHEMA = {
 }
 
 Outcome = Literal["enriched", "failed"]
+
+
+def needs_enrichment(doc: MemoryDoc) -> bool:
+    """True when the root's sidecar holds no entry for exactly this version of the memory."""
+    return doc.enrichment is None
+
+
+def docs_to_enrich(docs: Sequence[MemoryDoc], *, everything: bool = False) -> list[MemoryDoc]:
+    """The memories to enrich, in a stable order (by ref)."""
+    chosen = [doc for doc in docs if everything or needs_enrichment(doc)]
+    return sorted(chosen, key=lambda doc: doc.ref)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,13 +11,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
-from recall_kit import (
-    Enricher,
-    EnrichmentResult,
-    SelectorConfig,
-    docs_to_enrich,
-    record_enrichment,
-)
+from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich
 from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 
@@ -53,18 +47,22 @@ def enrich(
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
     config = None if dry_run else _config(base_url, model, model_timeout)
     try:
-        with MemoryStore.open(*resolve_roots(roots).paths, watch=False) as store:
-            snapshot = store.snapshot()
-            root_paths = dict(store.roots)
+        store = MemoryStore.open(*resolve_roots(roots).paths, watch=False)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
+    with store:
+        _run(store, config, everything, concurrency, as_json)
+
+
+def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, concurrency: int, as_json: bool) -> None:
+    """Enrich what needs it (or list it, without a config) and record the results through ``store``."""
+    snapshot = store.snapshot()
     todo = docs_to_enrich(list(snapshot.docs.values()), everything=everything)
     fresh = sorted(d.ref for d in snapshot.docs.values() if d.enrichment is not None and not everything)
-    if dry_run:
+    if config is None:
         _show_dry_run(todo, fresh, snapshot, as_json)
         return
-    assert config is not None
-    sidecars = _Sidecars(snapshot, root_paths)
+    sidecars = _Sidecars(store)
     results: list[EnrichmentResult] = []
     interrupted = False
     with _progress(len(todo)) as advance:
@@ -115,15 +113,13 @@ async def _enrich_all(
 
 
 class _Sidecars:
-    """Finished entries on their way to each root's sidecar: written at once, then at most once a
-    second (a large store would otherwise rewrite its sidecar for every memory), and at the end."""
+    """Finished entries on their way to each root's sidecar, recorded through the store: written at
+    once, then at most once a second (a large store would otherwise rewrite its sidecar for every
+    memory), and at the end."""
 
-    def __init__(self, snapshot: Snapshot, root_paths: dict[str, str]) -> None:
-        self._roots = root_paths
-        self._scope = {doc.ref: doc.scope for doc in snapshot.docs.values()}
-        self._live: dict[str, list[str]] = {label: [] for label in root_paths}
-        for doc in snapshot.docs.values():
-            self._live[doc.scope].append(doc.path)
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._scope = {doc.ref: doc.scope for doc in store.snapshot().docs.values()}
         self._pending: dict[str, list[EnrichmentResult]] = {}
         self._unwritten: dict[str, EnrichmentResult] = {}
         self._flushed_at = float("-inf")
@@ -145,7 +141,7 @@ class _Sidecars:
         for label, batch in pending.items():
             entries = [r.entry for r in batch if r.entry is not None]
             try:
-                record_enrichment(self._roots[label], entries, self._live[label])
+                self._store.record_enrichment(label, entries)
             except MemoryStoreError as exc:
                 self._unwritten.update((r.ref, _failed(r, f"cannot write the sidecar: {exc}")) for r in batch)
         self._flushed_at = time.monotonic()

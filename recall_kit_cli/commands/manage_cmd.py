@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
-from memory_store import MEMORY_TYPES, MemoryDoc, MemoryParseError, MemoryStoreError
+from memory_store import MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError
 from recall_kit import render_memories
 from recall_kit_cli._format import InputError
-from recall_kit_cli._memories import memory_text, save_memory
 from recall_kit_cli._output import clean, clean_block, echo, echo_json
 from recall_kit_cli._config_file import open_store, resolve_roots, root_option
 
@@ -52,10 +52,12 @@ def add(
         if _SURROGATES.search(body):
             raise InputError("not saved: the body is not valid UTF-8")
     try:
-        text, doc = memory_text(name, description, type_, body, keywords)
-        saved = save_memory(folder.resolve(), folder.resolve().name, text, doc, overwrite=force,
-                            how_to_overwrite="pass --force")
-    except (MemoryParseError, MemoryStoreError, ValueError, FileExistsError, OSError) as exc:
+        saved = MemoryRoot(folder.resolve()).save(
+            name=name, description=description, type=type_, body=body, keywords=keywords, overwrite=force
+        )
+    except MemoryExistsError as exc:
+        raise InputError(f"not saved: {exc}; pass --force to replace it") from None
+    except (MemoryParseError, MemoryStoreError) as exc:
         raise InputError(f"not saved: {exc}") from None
     if as_json:
         echo_json({"ref": saved.ref, "path": str(saved.path), "overwritten": saved.overwritten})
@@ -72,10 +74,8 @@ def _read_body() -> str:
     return edited.split(_EDITOR_HINT, 1)[0] if _EDITOR_HINT in edited else edited
 
 
-def _find(roots: tuple[str, ...], ref: str) -> MemoryDoc:
+def _find(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
     """The doc a REF names: its ref (root/path.md), its path under a root, or a file path."""
-    with open_store(roots) as store:
-        docs = store.snapshot().docs
     if ref in docs:
         return docs[ref]
     wanted = os.path.abspath(ref)
@@ -99,14 +99,12 @@ def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
     Example:
       recall-kit show memories/projects/ledgerline/deploy.md --root examples/memories
     """
-    doc = _find(roots, ref)
-    if raw:
+    with open_store(roots) as store:
+        doc = _find(store.snapshot().docs, ref)
         try:
-            text = Path(doc.abspath).read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            raise InputError(f"cannot read {doc.ref}: {exc.strerror}") from None
-    else:
-        text = render_memories([doc])
+            text = store.read_bytes(doc.ref).decode("utf-8", "replace") if raw else render_memories([doc])
+        except MemoryStoreError as exc:
+            raise InputError(str(exc)) from None
     if as_json:
         echo_json({"ref": doc.ref, "path": str(doc.abspath), "raw": raw, "text": text})
     else:
@@ -124,14 +122,15 @@ def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
     Example:
       recall-kit rm memories/user/old-note.md --root ~/memories --yes
     """
-    doc = _find(roots, ref)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise InputError(f"not removed: pass --yes to remove {doc.ref} without a terminal")
-        if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
-            raise InputError(f"not removed: {doc.ref}")
-    try:
-        os.unlink(doc.abspath)
-    except OSError as exc:
-        raise InputError(f"cannot remove {doc.ref}: {exc.strerror}") from None
+    with open_store(roots) as store:
+        doc = _find(store.snapshot().docs, ref)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InputError(f"not removed: pass --yes to remove {doc.ref} without a terminal")
+            if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
+                raise InputError(f"not removed: {doc.ref}")
+        try:
+            store.remove(doc.ref)
+        except MemoryStoreError as exc:
+            raise InputError(str(exc)) from None
     echo(f"removed {clean(doc.ref)}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import click
 
-from memory_store import SIDECAR_PATH, MemoryDoc
+from memory_store import MemoryDoc, MemoryRoot
 from recall_kit import MemoryStoreError, open_indexed
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo_json, echo_rows
@@ -84,6 +83,6 @@ def _dated(doc: MemoryDoc) -> dict[str, Any]:
 def _enrichment(docs: list[MemoryDoc], roots: tuple[str, ...]) -> dict[str, int] | None:
     """How many memories carry fresh enrichment (the store checked each entry's hash); None when no
     root has a sidecar."""
-    if not any((Path(os.path.expanduser(root)) / SIDECAR_PATH).is_file() for root in roots):
+    if not any(MemoryRoot(root).has_sidecar() for root in roots):
         return None
     return {"enriched": sum(d.enrichment is not None for d in docs)}

@@ -6,7 +6,6 @@ resource (``memory://<ref>``). One stdio connection is one MCP session, so one R
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -16,17 +15,12 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from memory_store import DEFAULT_MAX_BYTES, MemoryParseError, MemoryStore, MemoryStoreError
+from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError
 from recall_kit import FastHeuristic, RecallSession, SelectorConfig, open_recaller
 from recall_kit.limits import bounded_prompt
-from recall_kit_cli._memories import memory_text, save_memory, slug
 
 URI_SCHEME = "memory://"
 MAX_SEARCH_LIMIT = 50
-
-
-class RefusedRef(Exception):
-    """A ref that does not name a memory file inside one of the roots."""
 
 
 class MemoryService:
@@ -40,7 +34,6 @@ class MemoryService:
         store, heuristic = self.recaller.store, self.recaller.heuristic
         assert isinstance(store, MemoryStore) and isinstance(heuristic, FastHeuristic)  # watched, by open_recaller
         self.store, self.heuristic = store, heuristic
-        self._roots = {label: Path(path) for label, path in self.store.roots}
         self._session: RecallSession | None = None
 
     async def aclose(self) -> None:
@@ -66,37 +59,17 @@ class MemoryService:
         ]
 
     def read(self, ref: str) -> str:
-        path = self.resolve(ref)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(DEFAULT_MAX_BYTES + 1)
-        except OSError as exc:
-            raise RefusedRef(f"cannot read {ref!r}: {exc.strerror}") from None
-        if len(data) > DEFAULT_MAX_BYTES:
-            raise RefusedRef(f"{ref!r} is over {DEFAULT_MAX_BYTES} bytes")
+        """The text of the memory file ``ref``, read through the store: MemoryStoreError when it refuses
+        the ref, ValueError when the file is not UTF-8."""
+        data = self.store.read_bytes(ref)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise RefusedRef(f"{ref!r} is not UTF-8 text") from None
+            raise ValueError(f"{ref!r} is not UTF-8 text") from None
 
     def resolve(self, ref: str) -> Path:
-        """The file a ref names, only when it is a .md file inside its root after resolving symlinks."""
-        label, _, rel = ref.partition("/")
-        root = self._roots.get(label)
-        if root is None:
-            raise RefusedRef(f"unknown root {label!r} in {ref!r}; refs look like <root>/<path>.md, roots: {sorted(self._roots)}")
-        parts = rel.split("/")
-        if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-            raise RefusedRef(f"refused {ref!r}: only plain paths inside the root")
-        if not rel.endswith(".md"):
-            raise RefusedRef(f"refused {ref!r}: not a markdown file")
-        real_root = os.path.realpath(root)
-        real = os.path.realpath(root / rel)
-        if os.path.commonpath([real_root, real]) != real_root:
-            raise RefusedRef(f"refused {ref!r}: it leads outside the root")
-        if not os.path.isfile(real):
-            raise RefusedRef(f"no memory file {ref!r}")
-        return Path(real)
+        """The file a ref names, once the store knows it for a memory file inside its root."""
+        return self.store.resolve(ref)
 
     async def recall(self, prompt: str) -> str:
         if self._session is None:
@@ -115,12 +88,10 @@ class MemoryService:
         overwrite: bool,
         root: str | None,
     ) -> dict[str, Any]:
-        label = root or next(iter(self._roots))
-        folder = self._roots.get(label)
-        if folder is None:
-            raise ValueError(f"unknown root {label!r}; one of {sorted(self._roots)}")
-        text, doc = memory_text(name, description, type, body, keywords)
-        saved = save_memory(folder, label, text, doc, overwrite=overwrite, how_to_overwrite="pass overwrite=true")
+        files = self.store.root(root or self.store.roots[0][0])  # the first root by default
+        saved = files.save(
+            name=name, description=description, type=type, body=body, keywords=keywords or (), overwrite=overwrite
+        )
         return {"ref": saved.ref, "path": str(saved.path), "overwritten": saved.overwritten}
 
 
@@ -152,7 +123,7 @@ class RecallMCPServer(MCPServer):
         ref = "/".join(unquote(part) for part in text[len(URI_SCHEME) :].split("/"))
         try:
             content = self.service.read(ref)
-        except RefusedRef as exc:
+        except (MemoryStoreError, ValueError) as exc:
             raise ResourceNotFoundError(str(exc)) from None
         return [ReadResourceContents(content=content, mime_type="text/markdown")]
 
@@ -172,7 +143,7 @@ class RecallMCPServer(MCPServer):
             """The full text of one memory file, by its ref (<root>/<path>.md, as search_memories gives)."""
             try:
                 return service.read(ref)
-            except RefusedRef as exc:
+            except (MemoryStoreError, ValueError) as exc:
                 raise ToolError(str(exc)) from None
 
         @self.tool()
@@ -194,7 +165,9 @@ class RecallMCPServer(MCPServer):
             reference); refuses to replace an existing file unless overwrite is true."""
             try:
                 return service.remember(name, description, type, body, keywords, overwrite, root)
-            except (MemoryParseError, MemoryStoreError, ValueError, FileExistsError) as exc:
+            except MemoryExistsError as exc:
+                raise ToolError(f"not saved: {exc}; pass overwrite=true to replace it") from None
+            except (MemoryParseError, MemoryStoreError) as exc:
                 raise ToolError(f"not saved: {exc}") from None
 
 
@@ -220,4 +193,4 @@ def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = No
     anyio.run(run)
 
 
-__all__ = ["MemoryService", "RecallMCPServer", "RefusedRef", "ResourceError", "serve_stdio", "slug"]
+__all__ = ["MemoryService", "RecallMCPServer", "ResourceError", "serve_stdio"]

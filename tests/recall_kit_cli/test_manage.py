@@ -63,6 +63,18 @@ def test_add_rejects_what_the_store_would_skip_and_writes_nothing(store: Path) -
     assert sorted(p.name for p in store.rglob("*")) == before
 
 
+def test_add_into_a_type_folder_that_is_a_symlink_out_of_the_root_is_refused_and_writes_nothing(
+    store: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / "reference").symlink_to(outside, target_is_directory=True)
+    before = sorted(str(p) for p in store.rglob("*"))
+    refused = _add(store, "--type", "reference", "--name", "Leak", "--description", "d", "--body", "b", cwd=store)
+    assert_one_line_error(refused, "not saved", "mem/reference/leak.md", "symlink")
+    assert list(outside.iterdir()) == [] and sorted(str(p) for p in store.rglob("*")) == before
+
+
 def test_add_without_a_root_anywhere_is_one_line(run_cli: RunCli) -> None:
     assert_one_line_error(run_cli("add", "--type", "user", "--name", "x", "--description", "d", "--body", "b"),
                           "no memory root", "RECALL_KIT_ROOTS")

@@ -99,6 +99,27 @@ def test_changed_memory_is_enriched_again(root: Path, store: MemoryStore, server
     assert problems == [] and entries["tea.md"].sha256 == snapshot.docs["mem/tea.md"].content_hash
 
 
+def test_a_store_given_a_sidecar_gets_its_terms_written_there_and_sees_them(
+    tmp_path: Path, root: Path, server: ScriptedChatServer
+) -> None:
+    mapped = tmp_path / "dataset" / "enrichment.jsonl"
+    mapped.parent.mkdir()
+    server.default = answer()
+    events = Events()
+    with MemoryStore.open(root, debounce_ms=20, enrichment={"mem": mapped}) as store, Recaller(
+        store, telemetry=events, enrich=Enricher(server.base_url, "m", timeout=5), enrich_calls_per_minute=600
+    ):
+        (root / "tea.md").write_text(memory_text("Tea", "green tea at four", "Sencha."), encoding="utf-8")
+        assert events.next_enrich().outcome == "enriched"
+        snapshot = wait_for_snapshot(store, lambda s: "mem/tea.md" in s.docs and s.docs["mem/tea.md"].enrichment is not None)
+    entries, problems = read_enrichment(mapped)
+    assert problems == [] and entries["tea.md"].sha256 == snapshot.docs["mem/tea.md"].content_hash
+    assert not sidecar_path(root).exists()  # the root's own sidecar is not where this store reads
+    with MemoryStore.open(root, watch=False, enrichment={"mem": mapped}) as later:
+        enrichment = later.snapshot().docs["mem/tea.md"].enrichment
+    assert enrichment is not None and enrichment.keywords == tuple(GOOD_ANSWER["keywords"])
+
+
 def test_calls_are_paced_and_one_at_a_time(tmp_path: Path, server: ScriptedChatServer) -> None:
     root = write_memories(tmp_path / "mem")
     server.default = answer().after(100)

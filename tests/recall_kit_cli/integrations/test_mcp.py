@@ -104,6 +104,24 @@ def test_remember_validates_writes_and_never_overwrites_unasked(env: Env, memori
     _drive(env, [memories], body)
 
 
+def test_remember_into_a_type_folder_that_is_a_symlink_out_of_the_root_is_refused(
+    env: Env, memories: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    (memories / "reference").rename(outside)
+    (memories / "reference").symlink_to(outside, target_is_directory=True)
+    before = sorted(p.name for p in outside.iterdir())
+
+    async def body(session: ClientSession) -> None:
+        error, text = await _call(session, "remember", name="Leak", description="d", type="reference", body="b")
+        assert error and "not saved" in text and "symlink" in text and "\n" not in text
+        error, text = await _call(session, "read_memory", ref=f"memories/reference/{before[0]}")
+        assert error and "refused" in text
+
+    _drive(env, [memories], body)
+    assert sorted(p.name for p in outside.iterdir()) == before
+
+
 def test_memories_are_listed_and_readable_as_resources(env: Env, memories: Path) -> None:
     async def body(session: ClientSession) -> None:
         resources = (await session.list_resources()).resources

@@ -1,0 +1,336 @@
+"""MemoryRoot: memory files read, written, removed and resolved only inside their root, never through a symlink."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import datetime
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from store_helpers import memory, write
+
+from memory_store import (
+    Enrichment,
+    EnrichmentEntry,
+    MemoryExistsError,
+    MemoryNotFoundError,
+    MemoryParseError,
+    MemoryPathError,
+    MemoryRoot,
+    MemoryStore,
+    MemoryStoreError,
+    atomic_write,
+    decode_doc,
+    encode_doc,
+    parse_memory,
+    read_enrichment,
+    sidecar_path,
+)
+from memory_store._write import write_in_folder
+
+
+def tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry below ``folder``: a file's bytes, a symlink's target, a folder as "/"."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[rel] = "-> " + os.readlink(path)
+        elif path.is_dir():
+            found[rel] = "/"
+        else:
+            found[rel] = path.read_bytes()
+    return found
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "outside"
+    write(folder / "secret.md", memory(name="Secret", body="outside the root\n"))
+    return folder
+
+
+@pytest.fixture
+def files(root: Path) -> MemoryRoot:
+    write(root / "user" / "tea.md", memory(name="Tea"))
+    return MemoryRoot(root)
+
+
+class OpenWatch:
+    """inotify IN_OPEN on one path: whether anything opened it, without opening it ourselves."""
+
+    _IN_OPEN = 0x20
+
+    def __init__(self, path: Path) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self._fd >= 0 and libc.inotify_add_watch(self._fd, os.fsencode(path), self._IN_OPEN) >= 0
+
+    def opened(self) -> bool:
+        try:
+            return bool(os.read(self._fd, 4096))
+        except BlockingIOError:
+            return False
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@pytest.fixture
+def fifo(root: Path) -> Iterator[tuple[Path, OpenWatch]]:
+    path = root / "user" / "pipe.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    watch = OpenWatch(path)
+    yield path, watch
+    watch.close()
+
+
+# --- saving and writing ------------------------------------------------------------------------
+
+
+def test_save_writes_a_validated_memory_under_its_type_folder_made_when_missing(files: MemoryRoot, root: Path) -> None:
+    saved = files.save(name="Atlas: Migrations!", description="how atlas migrates", type="project",
+                       body="Run alembic upgrade head.", keywords=["alembic"])
+    assert (saved.ref, saved.path, saved.overwritten) == (
+        "mem/project/atlas-migrations.md", root / "project" / "atlas-migrations.md", False)
+    doc = parse_memory(saved.path.read_bytes())
+    assert (doc.name, doc.type, doc.keywords, doc.body) == (
+        "Atlas: Migrations!", "project", ("alembic",), "Run alembic upgrade head.\n")
+    assert sorted(os.listdir(root / "project")) == ["atlas-migrations.md"]  # no temp file left
+
+
+def test_save_refuses_what_the_store_would_skip_before_touching_the_disk(files: MemoryRoot, root: Path) -> None:
+    before = tree(root)
+    with pytest.raises(MemoryParseError, match="missing 'description'"):
+        files.save(name="x", description="", type="project")
+    with pytest.raises(MemoryParseError, match="unknown type"):
+        files.save(name="x", description="d", type="gossip")
+    assert tree(root) == before
+
+
+def test_save_never_replaces_a_memory_unless_asked(files: MemoryRoot, root: Path) -> None:
+    with pytest.raises(MemoryExistsError, match="^mem/user/tea.md already exists$"):
+        files.save(name="Tea", description="now oolong", type="user", body="Oolong.")
+    assert parse_memory((root / "user" / "tea.md").read_bytes()).name == "Tea"
+    (root / "user" / "tea.md").chmod(0o640)
+    saved = files.save(name="Tea", description="now oolong", type="user", body="Oolong.", overwrite=True)
+    assert saved.overwritten and parse_memory(saved.path.read_bytes()).body == "Oolong.\n"
+    assert (saved.path.stat().st_mode & 0o777) == 0o640  # replacing keeps the file's permission bits
+    assert sorted(os.listdir(root / "user")) == ["tea.md"]
+
+
+def test_a_new_file_never_replaces_one_that_appeared_meanwhile(root: Path) -> None:
+    write(root / "late.md", "the other writer's\n")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(FileExistsError):
+            write_in_folder(fd, "late.md", b"ours\n", replace=False)
+    finally:
+        os.close(fd)
+    assert (root / "late.md").read_text() == "the other writer's\n" and os.listdir(root) == ["late.md"]
+
+
+def test_a_name_of_240_bytes_is_not_too_long_because_of_the_temp_file(files: MemoryRoot, root: Path) -> None:
+    name = "\U00020000" * 60  # 60 characters of 4 bytes: the longest slug, 240 bytes before ".md"
+    saved = files.save(name=name, description="a long name", type="project")
+    assert len(os.fsencode(saved.path.name)) == 243 and parse_memory(saved.path.read_bytes()).name == name
+    target = root / ("n" * 250)
+    assert atomic_write(target, "x") == target and target.read_text() == "x"
+
+
+def test_write_into_a_type_folder_that_is_a_symlink_out_of_the_root_is_refused(
+    files: MemoryRoot, root: Path, outside: Path
+) -> None:
+    (root / "reference").symlink_to(outside, target_is_directory=True)
+    before_inside, before_outside = tree(root), tree(outside)
+    with pytest.raises(MemoryPathError, match="refused mem/reference/leak.md: reference is a symlink") as raised:
+        files.save(name="Leak", description="d", type="reference")
+    assert "\n" not in str(raised.value)
+    with pytest.raises(MemoryPathError, match="is a symlink"):
+        files.write("reference/secret.md", "overwritten", overwrite=True)
+    assert tree(root) == before_inside and tree(outside) == before_outside
+
+
+def test_write_through_a_type_folder_symlinked_inside_the_root_is_refused_too(files: MemoryRoot, root: Path) -> None:
+    (root / "feedback").symlink_to(root / "user", target_is_directory=True)
+    before = tree(root)
+    with pytest.raises(MemoryPathError, match="feedback is a symlink"):
+        files.save(name="Loop", description="d", type="feedback")
+    with pytest.raises(MemoryPathError, match="feedback is a symlink"):
+        files.remove("feedback/tea.md")
+    assert tree(root) == before
+
+
+def test_write_over_a_symlinked_file_is_refused_and_its_target_kept(
+    files: MemoryRoot, root: Path, outside: Path
+) -> None:
+    (root / "user" / "inside.md").symlink_to(root / "user" / "tea.md")
+    (root / "user" / "escape.md").symlink_to(outside / "secret.md")
+    before_inside, before_outside = tree(root), tree(outside)
+    for rel in ("user/inside.md", "user/escape.md"):
+        for overwrite in (False, True):
+            with pytest.raises(MemoryPathError, match="is a symlink"):
+                files.write(rel, memory(name="Replaced"), overwrite=overwrite)
+    assert tree(root) == before_inside and tree(outside) == before_outside
+
+
+def test_write_over_a_dangling_symlink_creates_nothing_where_it_points(files: MemoryRoot, root: Path, tmp_path: Path) -> None:
+    (root / "user" / "dangling.md").symlink_to(tmp_path / "nowhere" / "made.md")
+    (root / "project").mkdir()
+    (root / "project" / "dangling.md").symlink_to(root / "project" / "made.md")
+    for rel in ("user/dangling.md", "project/dangling.md"):
+        for overwrite in (False, True):
+            with pytest.raises(MemoryPathError, match="is a symlink"):
+                files.write(rel, memory(), overwrite=overwrite)
+    assert not (tmp_path / "nowhere").exists() and not (root / "project" / "made.md").exists()
+
+
+def test_a_fifo_at_the_path_is_refused_and_never_opened(files: MemoryRoot, fifo: tuple[Path, OpenWatch]) -> None:
+    path, watch = fifo
+    with pytest.raises(MemoryPathError, match="not a regular file"):
+        files.read_bytes("user/pipe.md")
+    with pytest.raises(MemoryPathError, match="not a regular file"):
+        files.resolve("user/pipe.md")
+    for overwrite in (False, True):
+        with pytest.raises(MemoryPathError, match="not a regular file"):
+            files.write("user/pipe.md", memory(), overwrite=overwrite)
+    assert not watch.opened() and path.is_fifo()
+
+
+@pytest.mark.parametrize("rel", [
+    "../outside/secret.md", "user/../../outside/secret.md", "/etc/passwd.md", "", "user//tea.md", "./user/tea.md",
+    "user/.hidden.md", ".recall-kit/x.md", "user", "user/tea.txt", "MEMORY.md", "user/tea.md\x00",
+])
+def test_paths_that_are_not_plain_memory_paths_inside_the_root_are_refused(files: MemoryRoot, root: Path, rel: str) -> None:
+    before = tree(root)
+    for attempt in (files.read_bytes, files.resolve, files.remove, lambda r: files.write(r, memory(), overwrite=True)):
+        with pytest.raises(MemoryPathError, match="^refused mem/"):
+            attempt(rel)
+    assert tree(root) == before
+
+
+# --- reading, resolving and removing ------------------------------------------------------------
+
+
+def test_read_gives_the_bytes_and_follows_a_symlinked_memory_only_inside_the_root(
+    files: MemoryRoot, root: Path, outside: Path
+) -> None:
+    (root / "user" / "alias.md").symlink_to(root / "user" / "tea.md")
+    (root / "user" / "escape.md").symlink_to(outside / "secret.md")
+    assert files.read_bytes("user/tea.md") == (root / "user" / "tea.md").read_bytes()
+    assert files.read_bytes("user/alias.md") == (root / "user" / "tea.md").read_bytes()
+    assert files.resolve("user/alias.md") == root / "user" / "alias.md"
+    for attempt in (files.read_bytes, files.resolve):
+        with pytest.raises(MemoryPathError, match="refused mem/user/escape.md: symlink points outside the root"):
+            attempt("user/escape.md")
+
+
+def test_read_of_a_ref_whose_folder_is_a_symlink_out_of_the_root_is_refused(
+    files: MemoryRoot, root: Path, outside: Path
+) -> None:
+    (root / "reference").symlink_to(outside, target_is_directory=True)
+    for attempt in (files.read_bytes, files.resolve):
+        with pytest.raises(MemoryPathError, match="refused mem/reference/secret.md: reference is a symlink"):
+            attempt("reference/secret.md")
+
+
+def test_read_is_capped_like_the_scan_and_a_missing_file_is_not_found(root: Path) -> None:
+    write(root / "big.md", memory(body="x" * 2000))
+    files = MemoryRoot(root, max_bytes=1000)
+    with pytest.raises(MemoryStoreError, match=r"cannot read mem/big.md: file is \d+ bytes, over the 1000-byte limit"):
+        files.read_bytes("big.md")
+    with pytest.raises(MemoryNotFoundError, match="no memory file mem/gone.md"):
+        files.read_bytes("gone.md")
+    with pytest.raises(MemoryNotFoundError, match="no memory file mem/nowhere/gone.md"):
+        files.read_bytes("nowhere/gone.md")
+
+
+def test_remove_deletes_the_file_or_the_link_never_the_target(files: MemoryRoot, root: Path) -> None:
+    (root / "user" / "alias.md").symlink_to(root / "user" / "tea.md")
+    files.remove("user/alias.md")
+    assert not (root / "user" / "alias.md").is_symlink() and (root / "user" / "tea.md").is_file()
+    files.remove("user/tea.md")
+    assert os.listdir(root / "user") == []
+    with pytest.raises(MemoryNotFoundError, match="no memory file mem/user/tea.md"):
+        files.remove("user/tea.md")
+
+
+def test_a_store_hands_out_its_roots_and_resolves_refs_by_label(root: Path, tmp_path: Path) -> None:
+    write(root / "user" / "tea.md", memory(name="Tea"))
+    with MemoryStore.open(root, ("other", tmp_path / "other"), watch=False, allow_missing=True) as store:
+        assert store.root("mem").path == root and store.root("other").label == "other"
+        assert store.read_bytes("mem/user/tea.md") == (root / "user" / "tea.md").read_bytes()
+        assert store.resolve("mem/user/tea.md") == root / "user" / "tea.md"
+        with pytest.raises(MemoryPathError, match="unknown root 'nope' in 'nope/x.md'"):
+            store.read_bytes("nope/x.md")
+        with pytest.raises(MemoryNotFoundError, match="memory root does not exist"):
+            store.read_bytes("other/x.md")
+        store.remove("mem/user/tea.md")
+    assert not (root / "user" / "tea.md").exists()
+
+
+def test_errors_are_store_errors_and_the_os_errors_they_mean() -> None:
+    assert issubclass(MemoryExistsError, MemoryStoreError) and issubclass(MemoryExistsError, FileExistsError)
+    assert issubclass(MemoryNotFoundError, MemoryStoreError) and issubclass(MemoryNotFoundError, FileNotFoundError)
+    assert issubclass(MemoryPathError, MemoryStoreError)
+    assert str(MemoryExistsError("mem/a.md already exists")) == "mem/a.md already exists"
+
+
+# --- enrichment --------------------------------------------------------------------------------
+
+
+def _entry(root: Path, rel: str, keywords: tuple[str, ...] = ("k",)) -> EnrichmentEntry:
+    return EnrichmentEntry(rel, hashlib.sha256((root / rel).read_bytes()).hexdigest(), keywords)
+
+
+def test_recording_enrichment_writes_the_roots_own_sidecar_and_drops_gone_memories(files: MemoryRoot, root: Path) -> None:
+    assert not files.has_sidecar()
+    files.record_enrichment([EnrichmentEntry("gone.md", "0" * 64, ("old",))])
+    written = files.record_enrichment([_entry(root, "user/tea.md")], live_paths=["user/tea.md"])
+    assert written == sidecar_path(root) and files.has_sidecar()
+    entries, problems = read_enrichment(written)
+    assert problems == [] and set(entries) == {"user/tea.md"}
+    assert sorted(os.listdir(root / ".recall-kit")) == ["enrichment.jsonl", "enrichment.jsonl.lock"]
+
+
+def test_recording_enrichment_never_goes_through_a_symlinked_sidecar(files: MemoryRoot, root: Path, outside: Path) -> None:
+    (root / ".recall-kit").symlink_to(outside, target_is_directory=True)
+    before = tree(outside)
+    with pytest.raises(MemoryPathError, match=r"refused mem/.recall-kit/enrichment.jsonl: .recall-kit is a symlink"):
+        files.record_enrichment([_entry(root, "user/tea.md")])
+    assert not files.has_sidecar() and tree(outside) == before
+    (root / ".recall-kit").unlink()
+    (root / ".recall-kit").mkdir()
+    (root / ".recall-kit" / "enrichment.jsonl").symlink_to(outside / "sidecar.jsonl")
+    with pytest.raises(MemoryPathError, match="it is a symlink; symlinks are not followed"):
+        files.record_enrichment([_entry(root, "user/tea.md")])
+    assert not files.has_sidecar() and tree(outside) == before
+
+
+def test_a_store_records_enrichment_in_the_sidecar_it_was_given(root: Path, tmp_path: Path) -> None:
+    write(root / "user" / "tea.md", memory(name="Tea"))
+    mapped = tmp_path / "dataset" / "enrichment.jsonl"
+    with MemoryStore.open(root, watch=False, enrichment={"mem": mapped}) as store:
+        assert store.record_enrichment("mem", [_entry(root, "user/tea.md", ("sencha",))]) == mapped
+        assert store.root("mem").has_sidecar()
+    assert not (root / ".recall-kit").exists()
+    with MemoryStore.open(root, watch=False, enrichment={"mem": mapped}) as store:
+        enrichment = store.snapshot().docs["mem/user/tea.md"].enrichment
+    assert enrichment is not None and enrichment.keywords == ("sencha",)
+
+
+# --- the doc codec -----------------------------------------------------------------------------
+
+
+def test_the_doc_codec_round_trips_every_field_but_enrichment(root: Path) -> None:
+    path = write(root / "a.md", memory(extra="keywords: [db]\nusage_scenarios: [migrate]\nowner: ops\n"))
+    doc = parse_memory(path.read_bytes(), scope="mem", path="a.md", abspath=path, mtime=12.5)
+    assert decode_doc(encode_doc(doc)) == doc
+    assert decode_doc(memoryview(encode_doc(dataclasses.replace(doc, enrichment=Enrichment(("x",)))))) == doc
+    with pytest.raises(ValueError):
+        encode_doc(dataclasses.replace(doc, extra={"when": datetime.date(2024, 1, 2)}))
