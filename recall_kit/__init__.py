@@ -9,16 +9,8 @@ from memory_store import MemoryParseError, MemoryStoreError, RecallKitError
 from recall_kit._config import SelectorConfig, load_selector_config, read_config_toml
 from recall_kit._errors import ConfigError
 from recall_kit._handle import AbortSignal
-from recall_kit._heuristic import (
-    MAX_FAST_DOCS,
-    Evidence,
-    FastHeuristic,
-    FastResult,
-    GateSettings,
-    ScoredDoc,
-    SlotMatch,
-    SnapshotSource,
-)
+from recall_kit._gate import MAX_FAST_DOCS
+from recall_kit._heuristic import FastHeuristic, FastResult, SnapshotSource
 from recall_kit._open import IndexedStore, WatchedStore, open_indexed, open_watched
 from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
 from recall_kit._render import BODY_BUDGET, render_memories
@@ -57,10 +49,8 @@ __all__ = [
     "Enricher",
     "EnrichmentResult",
     "Event",
-    "Evidence",
     "FastHeuristic",
     "FastResult",
-    "GateSettings",
     "INITIAL_WAIT_MS",
     "IndexedStore",
     "JsonLinesSink",
@@ -77,11 +67,9 @@ __all__ = [
     "RecallKitError",
     "RecallSession",
     "Recaller",
-    "ScoredDoc",
     "Selection",
     "SelectorConfig",
     "Sink",
-    "SlotMatch",
     "SnapshotSource",
     "Strategy",
     "SyncRecallSession",

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit import FastHeuristic, FastResult
-from recall_kit._heuristic import MAX_FAST_DOCS, RANKED_LIMIT
+from recall_kit import MAX_FAST_DOCS, FastHeuristic, FastResult
+from recall_kit._heuristic import RANKED_LIMIT
 
 
 def refs(result: FastResult) -> list[str]:
