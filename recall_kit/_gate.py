@@ -181,46 +181,42 @@ class GateSettings:
         verdicts: list[GateVerdict] = []
         for number, scored in enumerate(ranked):
             best_passed = not verdicts or verdicts[0].passed
-            verdicts.append(GateVerdict(scored, number + 1, tuple(self._held(ranked, evidence, number, best_passed))))
+            reasons = tuple(HeldReason(*held) for held in self._held(ranked, evidence, number, best_passed))
+            verdicts.append(GateVerdict(scored, number + 1, reasons))
         return tuple(verdicts)
 
     def _held(
         self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], number: int, best_passed: bool = True
-    ) -> Iterator[HeldReason]:
-        # Why the gate holds ranked[number] (0 for the best); nothing when it passes. select reads
-        # only the first reason, so a rule's figures are worked out only when the rules before it hold.
+    ) -> Iterator[tuple[GateRule, float, float]]:
+        # Why the gate holds ranked[number] (0 for the best), as HeldReason fields; nothing when it
+        # passes. select reads only the first, so later rules' figures are worked out only when needed.
         if number >= MAX_FAST_DOCS:
-            yield HeldReason("rank", number + 1, MAX_FAST_DOCS)
+            yield "rank", number + 1, MAX_FAST_DOCS
             return
-        if number == 0:
-            yield from self._unconfident(evidence[0], self.min_coverage)
-            if len(ranked) > 1 and ranked[1].score >= self.tie_ratio * ranked[0].score:
-                head = evidence[0].head_terms(self.enrichment_head_credit)
-                if head < self.tie_min_head_terms:  # it does not stand out and says little in its head
-                    yield HeldReason("tie", head, self.tie_min_head_terms)
-            return
-        best, second = ranked[0].score, ranked[1].score
-        if second < self.second_score_ratio * best:
-            yield HeldReason("second_score", second / best if best else 0.0, self.second_score_ratio)
-        yield from self._unconfident(evidence[1], self.second_min_coverage)
-        if not best_passed:
-            yield HeldReason("best_held")
-
-    def _unconfident(self, evidence: Evidence, min_coverage: float) -> Iterator[HeldReason]:
+        best = ranked[0].score
+        if number == 1 and ranked[1].score < self.second_score_ratio * best:
+            yield "second_score", ranked[1].score / best if best else 0.0, self.second_score_ratio
         # The confidence test every delivered document passes: enough specific words, enough of the
         # query's mass, and a head match or else a body phrase covering more of the query.
-        specific = evidence.specific_terms()
+        doc = evidence[number]
+        specific = doc.specific_terms()
         if specific < self.min_terms:
-            yield HeldReason("specific_terms", specific, self.min_terms)
-        coverage = evidence.coverage(self.unknown_weight, self.generic_weight, self.cjk_unknown_weight)
+            yield "specific_terms", specific, self.min_terms
+        coverage = doc.coverage(self.unknown_weight, self.generic_weight, self.cjk_unknown_weight)
+        min_coverage = self.min_coverage if number == 0 else self.second_min_coverage
         if coverage < min_coverage:
-            yield HeldReason("coverage", coverage, min_coverage)
-        head = evidence.head_terms(self.enrichment_head_credit)
+            yield "coverage", coverage, min_coverage
+        head = doc.head_terms(self.enrichment_head_credit)
         if head < self.min_head_terms:
-            phrase = evidence.phrase_terms()
+            phrase = doc.phrase_terms()
             if phrase < self.min_phrase_terms or coverage < self.phrase_min_coverage:
-                yield HeldReason("head_terms", head, self.min_head_terms)
+                yield "head_terms", head, self.min_head_terms
                 if phrase < self.min_phrase_terms:
-                    yield HeldReason("phrase_terms", phrase, self.min_phrase_terms)
+                    yield "phrase_terms", phrase, self.min_phrase_terms
                 if coverage < self.phrase_min_coverage:
-                    yield HeldReason("phrase_coverage", coverage, self.phrase_min_coverage)
+                    yield "phrase_coverage", coverage, self.phrase_min_coverage
+        if number == 0:
+            if len(ranked) > 1 and ranked[1].score >= self.tie_ratio * best and head < self.tie_min_head_terms:
+                yield "tie", head, self.tie_min_head_terms  # it does not stand out and says little in its head
+        elif not best_passed:
+            yield "best_held", 0.0, 0.0
