@@ -101,6 +101,7 @@ class Evidence:
         return sum(1 for slot in self.slots if slot.credit and slot.in_phrase and not slot.generic)
 
 
+# A rule a document can fail (worded in _WORDING); a verdict lists those it fails in the order tried.
 GateRule = Literal[
     "specific_terms", "coverage", "head_terms", "phrase_terms", "phrase_coverage",
     "tie", "second_score", "best_held", "rank",

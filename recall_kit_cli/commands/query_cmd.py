@@ -153,7 +153,7 @@ def _near_misses(turn: ObservedTurn, heuristic: FastHeuristic) -> list[GateVerdi
 
 
 def _why(verdict: GateVerdict) -> str:
-    return str(verdict) if not verdict.passed else f"{verdict}, excluded from this turn"
+    return f"{verdict}, excluded from this turn" if verdict.passed else str(verdict)
 
 
 def _near_miss_json(verdict: GateVerdict) -> dict[str, Any]:

@@ -132,3 +132,14 @@ def test_the_tie_rule_when_on_holds_a_best_that_does_not_stand_out(scored) -> No
     best, second = tie.explain(ranked, evidence)
     assert _rules(best) == ["tie"] and best.reasons[0].has == 2 and best.reasons[0].needs == 3
     assert _rules(second) == ["best_held"] and tie.select(ranked, evidence) == ()
+
+
+def test_the_tuning_types_live_in_recall_kit_tuning_not_at_the_top_level() -> None:
+    import recall_kit
+    import recall_kit.tuning
+
+    for name in ("Evidence", "SlotMatch", "ScoredDoc", "GateSettings"):
+        assert name not in recall_kit.__all__ and not hasattr(recall_kit, name)
+        assert name in recall_kit.tuning.__all__
+    assert all(hasattr(recall_kit.tuning, name) for name in recall_kit.tuning.__all__)
+    assert recall_kit.tuning.__doc__ and "GateSettings" in recall_kit.tuning.__doc__
