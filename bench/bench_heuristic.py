@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from recall_kit._heuristic import Evidence, FastHeuristic, GateSettings, ScoredDoc
+from recall_kit import FastHeuristic
+from recall_kit.tuning import FIELD_WEIGHTS, Evidence, GateSettings, ScoredDoc, tokenize
 from recall_kit_bench import fold_of, load_dataset
 
 FOLDS = 5
@@ -110,9 +111,11 @@ class Case:
         return f"{self.kind}@{self.dataset}" not in NOT_CHOSEN_ON
 
 
-def collect(label: str, dataset_dir: Path, enrichment: bool | Path) -> list[Case]:
+def collect(
+    label: str, dataset_dir: Path, enrichment: bool | Path, field_weights: tuple[float, ...] = FIELD_WEIGHTS
+) -> list[Case]:
     dataset = load_dataset(dataset_dir, enrichment=enrichment)
-    heuristic = FastHeuristic(dataset.snapshot)
+    heuristic = FastHeuristic(dataset.snapshot, field_weights=field_weights)
     cases = []
     for query in dataset.queries:
         ranked, evidence, _ = heuristic.rank(query.query)
@@ -251,8 +254,10 @@ def main() -> None:
         print(f"   {key:48} {value:.3f}")
     first, second = delivered(tuned, final)
     for case, one, two in zip(tuned.cases, first, second):
+        got = [d.doc.ref for d, passed in zip(case.ranked, (one, two)) if passed]
+        chosen = [d.doc.ref for d in final.select(case.ranked, case.evidence)]
+        assert got == chosen, f"delivered() disagrees with GateSettings.select, the gate it mirrors: {case.id}"
         if case.dataset == "hard-cases":
-            got = [d.doc.ref for d, passed in zip(case.ranked, (one, two)) if passed]
             wrong = bool(got) != bool(case.relevant) or (case.relevant and not set(got) & case.relevant)
             if wrong:
                 print(f"   hard case failed: {case.id} ({case.kind}) delivered {got}")
@@ -260,16 +265,13 @@ def main() -> None:
 
 def weights() -> None:
     """Ungated top-1 / top-2 strict per variant for a few field-weight settings."""
-    import recall_kit._heuristic as heuristic
-
     for setting in [(2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0), (2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 1.0), (2.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0),
                     (2.0, 2.0, 3.0, 2.0, 3.0, 1.0, 1.0), (2.0, 2.0, 2.0, 2.0, 1.0, 2.0, 1.0)]:
-        heuristic.FIELD_WEIGHTS = setting
         cells = []
         for label, folder, enrichment in VARIANTS:
             if not (folder / "queries.jsonl").exists():
                 continue
-            cases = [c for c in collect(label, folder, enrichment) if c.relevant]
+            cases = [c for c in collect(label, folder, enrichment, setting) if c.relevant]
             top1 = sum(_relevant(c, 0) for c in cases) / len(cases)
             top2 = sum(_relevant(c, 0) or _relevant(c, 1) for c in cases) / len(cases)
             cells.append(f"{label} {top1:.3f}/{top2:.3f}")
@@ -313,14 +315,10 @@ PROMPT = "celery beat isn't scheduling import_from_parcelhub anymore, nothing ra
 
 
 def test_benchmark_tokenize_prompt(benchmark) -> None:
-    from recall_kit._tokenize import tokenize
-
     assert benchmark(tokenize, PROMPT)
 
 
 def test_benchmark_tokenize_memory(benchmark) -> None:
-    from recall_kit._tokenize import tokenize
-
     dataset = load_dataset(AGENT_MEMORIES)
     text = max((doc.body for doc in dataset.snapshot.docs.values()), key=len)
     assert benchmark(tokenize, text)

@@ -3,9 +3,10 @@
     .venv/bin/python bench/bench_index_build.py [--baseline REV] [--count 2000] [--rounds 5] [--builds 3]
 
 The baseline's ``recall_kit`` and ``memory_store`` are exported from git into a temp folder; each
-round starts one worker process per side (alternating which goes first), and each worker times
-``builds`` index builds from a cold word cache, as a fresh ``recall-kit query`` process pays them.
-Both sides also rank the same generated queries: the script fails unless every score is identical.
+round starts ``builds`` worker processes per side (alternating which side goes first), and each
+worker times one index build: a fresh process starts with a cold word cache, as a fresh
+``recall-kit query`` process does. A worker uses only public names both trees have. Both sides also
+rank the same generated queries: the script fails unless every score is identical.
 """
 
 from __future__ import annotations
@@ -28,34 +29,29 @@ REPO = HERE.parent
 DEFAULT_BASELINE = "e73b8f7"  # the tree before the word cache and the index-add changes
 
 
-def worker(store: str, builds: int) -> None:
-    from memory_store import MemoryStore  # the same call in both trees
-    from recall_kit import _tokenize
-    from recall_kit._heuristic import FastHeuristic
+def worker(store: str) -> None:
+    from memory_store import MemoryStore  # the same calls in both trees
+    from recall_kit import FastHeuristic
 
     with MemoryStore.open(store, watch=False) as opened:
         snapshot = opened.snapshot()
-    times = []
-    for _ in range(builds):
-        for name in ("_word_cache", "_chunk_cache"):  # each build from a cold cache, like a new process
-            getattr(_tokenize, name, {}).clear()
-        gc.collect()
-        started = time.perf_counter()
-        heuristic = FastHeuristic(snapshot)
-        times.append(time.perf_counter() - started)
+    gc.collect()  # the store's garbage is not the build's
+    started = time.perf_counter()
+    heuristic = FastHeuristic(snapshot)
+    elapsed = time.perf_counter() - started
     rng = random.Random(5)
     words = sorted({w for doc in list(snapshot.docs.values())[:200] for w in doc.body.split()})
     digest = hashlib.sha256()
     for _ in range(200):
         ranked, _, _ = heuristic.rank(" ".join(rng.sample(words, 4)))
         digest.update(repr([(s.doc.ref, s.score) for s in ranked]).encode())
-    print(json.dumps({"times": times, "scores_sha256": digest.hexdigest(), "docs": len(snapshot.docs)}))
+    print(json.dumps({"time": elapsed, "scores_sha256": digest.hexdigest(), "docs": len(snapshot.docs)}))
 
 
-def run_worker(tree: Path, store: Path, builds: int) -> dict:
+def run_worker(tree: Path, store: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", str(store), "--builds", str(builds)],
+        [sys.executable, __file__, "--worker", str(store)],
         env=env, cwd=tree, check=True, capture_output=True, text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -70,7 +66,7 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.builds)
+        worker(args.worker)
         return
     sys.path.insert(0, str(HERE))
     from baseline_tree import export_baseline
@@ -86,9 +82,10 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
             for name in order:
-                result = run_worker(sides[name], store, args.builds)
-                times[name] += result["times"]
-                digests[name].add(result["scores_sha256"])
+                for _ in range(args.builds):  # one build per process: each from a cold word cache
+                    result = run_worker(sides[name], store)
+                    times[name].append(result["time"])
+                    digests[name].add(result["scores_sha256"])
         medians = {name: statistics.median(values) for name, values in times.items()}
         print(f"index build, {args.count} memories, {args.rounds} rounds x {args.builds} builds, cold word cache")
         print("| side | median s | min s | max s |")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from recall_kit._errors import ConfigError
-from recall_kit._secrets import clean_api_key
+from recall_kit._secrets import clean_api_key, display_url
 
 CONFIG_FILE_NAME = "recall-kit.toml"
 DEFAULT_TIMEOUT_S = 30.0
@@ -35,7 +35,13 @@ class SelectorConfig:
 
     @property
     def configured(self) -> bool:
+        """Whether both a base URL and a model name are set."""
         return bool(self.base_url and self.model)
+
+    @property
+    def shown_base_url(self) -> str | None:
+        """The base URL with any credentials in it masked: safe to print, log or put in JSON."""
+        return display_url(self.base_url)
 
     def missing(self) -> list[str]:
         return [name for name, v in (("base URL", self.base_url), ("model", self.model)) if not v]

@@ -32,7 +32,8 @@ from recall_kit._session import INITIAL_WAIT_MS
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import Cached, Kept, cache_path, doc_from, enrichment_key, load, save
-from recall_kit._heuristic import FIELD_WEIGHTS, FastHeuristic, _doc_fields, build_index
+from recall_kit._fields import FIELD_WEIGHTS, build_index, doc_fields
+from recall_kit._heuristic import FastHeuristic
 from recall_kit._index import FieldIndex
 
 _log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def _index_for(snapshot: Snapshot, cached: Cached | None, reused: Set[str]) -> t
     for ref in stale:
         index.remove(ref)
     for ref in fresh:
-        terms, surfaces = _doc_fields(snapshot.docs[ref])
+        terms, surfaces = doc_fields(snapshot.docs[ref])
         index.add(ref, terms, surfaces)
     return index, bool(stale or fresh)
 

@@ -23,11 +23,3 @@ def format_age(seconds: float, *, compact: bool = True) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds // 60)}min"
-
-
-def clip_prompt(text: str, head: int, tail: int) -> str:
-    """The first ``head`` and last ``tail`` characters of a long prompt: where its request and
-    its latest words are. Bounded work whatever the prompt's size."""
-    if len(text) <= head + tail:
-        return text
-    return f"{text[:head]} … {text[len(text) - tail:]}"

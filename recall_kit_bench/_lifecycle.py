@@ -36,7 +36,7 @@ from recall_kit_bench._evaluation import (
     metrics_by_kind,
     percentiles,
 )
-from recall_kit import ObservedTurn, ToolCall, TurnRunner
+from recall_kit.turns import ObservedTurn, ToolCall, TurnRunner
 from recall_kit_bench._turn_metrics import turn_outcomes
 
 DEFAULT_LATENCIES_MS = (40.0, 250.0, 600.0, 1500.0, 3000.0)

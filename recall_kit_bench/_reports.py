@@ -17,7 +17,7 @@ from recall_kit_bench._evaluation import (
     percentiles,
 )
 from recall_kit_bench._lifecycle import LifecycleReport
-from recall_kit import ObservedTurn
+from recall_kit.turns import ObservedTurn
 from recall_kit_bench._turn_metrics import RefinementSummary, turn_outcomes
 
 FOLDS = 5

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recall_kit import ObservedTurn, Recaller, TurnRunner
+from recall_kit import Recaller
+from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit_bench._datasets import EvalQuery
 from recall_kit_bench._evaluation import Percentiles, QueryOutcome, percentiles
 

@@ -6,7 +6,6 @@ import os
 
 import click
 
-from recall_kit import display_url
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo_json, echo_rows
 from recall_kit_cli._config_file import ROOTS_ENV, config_file, resolve_roots, selector_config
@@ -36,7 +35,7 @@ def config(as_json: bool) -> None:
     selector = selector_config()
     sources = selector.sources
     settings += [
-        ("base_url", display_url(selector.base_url), sources.get("base_url", "not set")),
+        ("base_url", selector.shown_base_url, sources.get("base_url", "not set")),
         ("model", selector.model, sources.get("model", "not set")),
         ("api_key", "***" if selector.api_key else None, sources.get("api_key", "not set")),
         ("timeout", f"{selector.timeout:g}", sources.get("timeout", "default")),

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from typing import Any
 
 import click
 
-from recall_kit import (
-    ConfigError,
-    Evidence,
-    GateSettings,
-    MemoryStoreError,
-    ObservedTurn,
-    ScoredDoc,
-    SelectorConfig,
-    TurnRunner,
-    display_url,
-    open_recaller,
-)
+from recall_kit import ConfigError, FastHeuristic, MemoryStoreError, SelectorConfig, open_recaller
 from recall_kit.limits import bounded_prompt
+from recall_kit.turns import ObservedTurn, TurnRunner
+from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
@@ -60,7 +51,8 @@ def query(
         recaller = open_recaller(resolve_roots(roots).paths, watch=False, use_cache=not no_cache, selector=config)
     except (MemoryStoreError, ConfigError) as exc:
         raise InputError(str(exc)) from None
-    snapshot = recaller.snapshot()
+    snapshot, heuristic = recaller.snapshot(), recaller.heuristic
+    assert isinstance(heuristic, FastHeuristic)  # open_recaller builds one
     if off_reason and fmt == "text":
         echo(f"refinement off: {clean(off_reason)}")
 
@@ -71,7 +63,7 @@ def query(
             if block:
                 echo("", clean_block(block))
             if verbose:
-                echo_rows(_near_miss_lines(turn, recaller.heuristic))
+                echo_rows(_near_miss_lines(turn, heuristic))
 
     async def one_turn() -> ObservedTurn:
         async with recaller:  # closed on this loop: the selector's connections belong to it
@@ -88,10 +80,7 @@ def query(
         payload["refinement"] = _refinement_json(config, off_reason)
         payload["refined"] = _refined_json(turn, config, summary, answered) if config else None
         if verbose:
-            payload["near_misses"] = [
-                {"ref": scored.doc.ref, "score": round(scored.score, 4), "why": why}
-                for scored, why in _near_misses(turn, recaller.heuristic)
-            ]
+            payload["near_misses"] = [_near_miss_json(verdict) for verdict in _near_misses(turn, heuristic)]
         echo_json(payload)
     elif fmt == "block":
         block = turn.initial.text if turn.initial else (turn.tool_result.text if turn.tool_result else "")
@@ -144,46 +133,35 @@ def _outcome(turn: ObservedTurn, config: SelectorConfig) -> tuple[str, bool]:
     return f"model answer unusable ({reason}): {FALLBACK}", False
 
 
-def _near_misses(turn: ObservedTurn, heuristic: Any) -> list[tuple[ScoredDoc, str]]:
-    """The ranked documents that were not delivered, each with why the confidence gate held it."""
+def _near_misses(turn: ObservedTurn, heuristic: FastHeuristic) -> list[GateVerdict]:
+    """The gate's verdicts on the ranked documents that were not delivered."""
     delivered = set(turn.initial_refs)
     ranked, evidence, _ = heuristic.rank(turn.query)
     return [
-        (scored, _gate_reasons(heuristic.gate, ranked, evidence, i))
-        for i, scored in enumerate(ranked[:RANKED_SHOWN])
-        if scored.doc.ref not in delivered
+        verdict for verdict in heuristic.gate.explain(ranked, evidence)[:RANKED_SHOWN]
+        if verdict.scored.doc.ref not in delivered
     ]
 
 
-def _near_miss_lines(turn: ObservedTurn, heuristic: Any) -> list[str]:
+def _why(verdict: GateVerdict) -> str:
+    return f"{verdict}, excluded from this turn" if verdict.passed else str(verdict)
+
+
+def _near_miss_json(verdict: GateVerdict) -> dict[str, Any]:
+    scored = verdict.scored
+    return {
+        "ref": scored.doc.ref, "score": round(scored.score, 4), "why": _why(verdict), "passed": verdict.passed,
+        "reasons": [{"rule": r.rule, "has": round(r.has, 4), "needs": r.needs} for r in verdict.reasons],
+    }
+
+
+def _near_miss_lines(turn: ObservedTurn, heuristic: FastHeuristic) -> list[str]:
     misses = _near_misses(turn, heuristic)
     if not misses:
         return ["near misses: none"]
     return ["near misses (ranked, not delivered):"] + [
-        f"  {scored.score:8.3f}  {clean(scored.doc.ref)}: {why}" for scored, why in misses
+        f"  {verdict.scored.score:8.3f}  {clean(verdict.scored.doc.ref)}: {_why(verdict)}" for verdict in misses
     ]
-
-
-def _gate_reasons(gate: GateSettings, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], i: int) -> str:
-    if i >= len(evidence):
-        return f"ranked #{i + 1}; the gate passes only the top {len(evidence)}"
-    ev, reasons = evidence[i], []
-    min_coverage = gate.min_coverage if i == 0 else gate.second_min_coverage
-    coverage = ev.coverage(gate.unknown_weight, gate.generic_weight, gate.cjk_unknown_weight)
-    if ev.specific_terms() < gate.min_terms:
-        reasons.append(f"matched {ev.specific_terms()} specific word(s), needs {gate.min_terms}")
-    head = ev.head_terms(gate.enrichment_head_credit)
-    if head < gate.min_head_terms:
-        reasons.append(f"{head:g} in name/description/keywords, needs {gate.min_head_terms}")
-    if coverage < min_coverage:
-        reasons.append(f"coverage {coverage:.2f} < {min_coverage:.2f}")
-    if i == 1:
-        floor = gate.second_score_ratio * ranked[0].score
-        if ranked[1].score < floor:
-            reasons.append(f"score below {gate.second_score_ratio:g} x the best")
-        if not reasons and not gate.select(ranked, evidence):
-            reasons.append("the best match did not pass")
-    return "; ".join(reasons) or "passed the gate, excluded from this turn"
 
 
 def _scores(turn: ObservedTurn) -> dict[str, float]:
@@ -224,7 +202,7 @@ def _refinement_json(config: SelectorConfig | None, off_reason: str | None) -> d
     if config is None:
         return {"enabled": False, "reason": off_reason}
     # the endpoint and model only: the key and any credentials in the URL stay out of every output
-    return {"enabled": True, "base_url": display_url(config.base_url), "model": config.model,
+    return {"enabled": True, "base_url": config.shown_base_url, "model": config.model,
             "timeout_s": config.timeout}
 
 

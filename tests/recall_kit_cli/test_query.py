@@ -113,6 +113,25 @@ def test_query_verbose_shows_the_near_misses_and_why_the_gate_held_them(run_cli:
     assert [m["ref"] + ": " + m["why"] for m in data["near_misses"]] == [line.split(maxsplit=1)[1] for line in misses]
 
 
+def test_query_verbose_holds_a_body_phrase_match_only_for_the_rule_it_fails(run_cli: RunCli, tmp_path: Path) -> None:
+    # The second document passes the confidence test through its body phrase: only its score holds it.
+    root = tmp_path / "m"
+    root.mkdir()
+    memory = "---\nname: {name}\ndescription: {description}\ntype: project\n---\n{body}\n"
+    (root / "flags.md").write_text(memory.format(
+        name="Feature flag migrations", description="Migrations run behind a feature flag",
+        body="We gate every schema change."), encoding="utf-8")
+    (root / "release.md").write_text(memory.format(
+        name="Billing release notes", description="How releases are cut and announced",
+        body="Run migrations behind a feature flag so a rollback never needs a down migration."), encoding="utf-8")
+    data = json_out(run_cli("query", "migrations behind a feature flag", "--root", str(root), "--fast-only", "-v",
+                            "--json"))
+    assert [d["ref"] for d in data["docs"]] == ["m/flags.md"]
+    (miss,) = data["near_misses"]
+    assert miss["ref"] == "m/release.md" and miss["why"] == "score below 0.7 x the best"
+    assert miss["passed"] is False and [r["rule"] for r in miss["reasons"]] == ["second_score"]
+
+
 def test_query_format_block_prints_only_the_memory_block_or_nothing(run_cli: RunCli) -> None:
     block = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--format", "block")
     assert block.returncode == 0 and block.stderr == ""

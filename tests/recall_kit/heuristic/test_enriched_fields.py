@@ -7,11 +7,12 @@ from pathlib import Path
 
 from memory_store import EnrichmentEntry, MemoryStore, sidecar_path, write_enrichment
 from recall_kit import FastHeuristic
-from recall_kit._heuristic import FIELDS, _doc_fields
+from recall_kit._fields import doc_fields
 from recall_kit._index import FieldIndex, QueryTerm
 from recall_kit._manifest import build_manifest
 from recall_kit.limits import MAX_MANIFEST_SCENARIOS_BYTES as MAX_SCENARIOS_BYTES
 from recall_kit._tokenize import analyze
+from recall_kit.tuning import FIELDS
 
 MEMORIES = {
     "deploy.md": (
@@ -50,7 +51,7 @@ def test_frontmatter_and_enrichment_terms_count_in_their_own_fields(tmp_path: Pa
     enrich(root, "a.md", ("deployment",), ("promote a build to production",))
     with MemoryStore.open(("m", root), watch=False) as store:
         doc = store.snapshot().docs["m/a.md"]
-    fields, _ = _doc_fields(doc)
+    fields, _ = doc_fields(doc)
     term = {word: analyze(word)[0].term for word in ("rollout", "deployment", "canary", "production")}
     assert fields[FIELDS.index("keywords")] == [term["rollout"]]
     assert term["canary"] in fields[FIELDS.index("usage_scenarios")]
@@ -100,7 +101,7 @@ def test_store_without_structured_fields_scores_as_the_four_field_index(develope
     plain = FieldIndex((2.0, 2.0, 2.0, 1.0))
     empty = {"usage_scenarios", "enriched_keywords", "enriched_scenarios"}
     for doc in developer_docs:
-        fields, surfaces = _doc_fields(doc)
+        fields, surfaces = doc_fields(doc)
         assert all(fields[FIELDS.index(name)] == [] for name in empty)
         plain.add(doc.ref, [f for i, f in enumerate(fields) if FIELDS[i] not in empty], surfaces)
     for query in ("postgres migrations alembic", "deploy staging", "pgbouncer connection string"):

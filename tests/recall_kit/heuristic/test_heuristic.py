@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
+
 from memory_store import MemoryDoc, Snapshot
-from recall_kit import FastHeuristic, FastResult
-from recall_kit._heuristic import MAX_FAST_DOCS, RANKED_LIMIT
+from recall_kit import MAX_FAST_DOCS, FastHeuristic, FastResult
+from recall_kit.limits import RANKED_LIMIT
 
 
 def refs(result: FastResult) -> list[str]:
@@ -164,6 +166,23 @@ def test_missed_version_rebuilds_and_matches_a_fresh_index(developer_docs, make_
         assert heuristic.recall(query).ranked == fresh.recall(query).ranked
     feed.publish(v2)  # an older snapshot arriving late changes nothing
     assert heuristic.version == 3
+
+
+def test_field_weights_weigh_every_index_the_heuristic_builds(developer_docs, make_snapshot) -> None:
+    body_heavy = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0)
+    query = "flyctl secrets set and roll back"  # deploy/fly.md: one word in its description, the rest in its body
+    feed = SnapshotFeed(make_snapshot(*developer_docs[:3]))
+    heuristic = FastHeuristic(feed, field_weights=body_heavy)
+    assert heuristic.recall(query).ranked != FastHeuristic(feed.current).recall(query).ranked
+    v2 = next_snapshot(feed.current, add=(developer_docs[3],))
+    feed.publish(v2)  # added incrementally
+    assert heuristic.recall(query).ranked == FastHeuristic(v2, field_weights=body_heavy).recall(query).ranked
+    v4 = next_snapshot(next_snapshot(v2, add=(developer_docs[4],)), remove=("mem/db/redis.md",))
+    feed.publish(v4)  # rebuilt: v3 never arrived
+    assert heuristic.recall(query).ranked == FastHeuristic(v4, field_weights=body_heavy).recall(query).ranked
+    assert heuristic.recall(query).ranked != FastHeuristic(v4).recall(query).ranked
+    with pytest.raises(ValueError, match=r"^field_weights: 1 given, one per field of \('name'"):
+        FastHeuristic(v4, field_weights=(1.0,))
 
 
 def test_edited_document_is_rescored(developer_docs, make_doc, make_snapshot) -> None:

@@ -1,0 +1,66 @@
+"""The field schema the heuristic indexes: which fields a memory has, how much each weighs, and
+what text (and which body word pairs) a document gives each."""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+
+from memory_store import MemoryDoc
+from recall_kit._corpus import analyse_corpus
+from recall_kit._index import FieldIndex
+from recall_kit._tokenize import analyze_terms
+
+# Field order in the index (the body last); the head fields say what a memory is "about".
+# The frontmatter's keywords and usage_scenarios (the author's) are kept apart from the enrichment
+# sidecar's (a model's), so the gate can weigh a match in enrichment alone below one the author wrote.
+FIELDS = (
+    "name", "description", "keywords", "usage_scenarios", "enriched_keywords", "enriched_scenarios", "body"
+)
+HEAD_FIELDS = frozenset({0, 1, 2, 3, 4, 5})
+CORE_FIELDS = frozenset({0, 1, 2, 3})  # written by the memory's author
+BODY_FIELD = 6
+# Ungated top-1 on agent-memories / locomo-dev: 0.898 / 0.623 with these, 0.873 / 0.639 with
+# all weights 1, 0.885 / 0.602 with 4-4-4-1 (bench/bench_heuristic.py, 2026-11-29).
+FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0)
+
+
+def build_index(docs: Mapping[str, MemoryDoc], field_weights: Sequence[float] = FIELD_WEIGHTS) -> FieldIndex:
+    """A FieldIndex of ``docs``, analysed and packed in one pass."""
+    refs = sorted(docs)
+    texts = [doc_texts(docs[ref]) for ref in refs]
+    return FieldIndex.from_corpus(field_weights, analyse_corpus(refs, texts, len(FIELDS)))
+
+
+def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
+    """The document's text per field, in FIELDS order."""
+    enrichment = doc.enrichment
+    enriched = (enrichment.keywords, enrichment.usage_scenarios) if enrichment is not None else ((), ())
+    return (
+        doc.name, doc.description, "\n".join(doc.keywords), "\n".join(doc.usage_scenarios),
+        "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body,
+    )
+
+
+def doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
+    """The document's terms per field (FIELDS order) and its surface words: what one index add takes."""
+    fields: list[list[str]] = []
+    surfaces: list[str] = []
+    for text in doc_texts(doc):
+        terms, words = analyze_terms(text)
+        fields.append(terms)
+        surfaces += words
+    return tuple(fields), surfaces
+
+
+def body_pairs(body_terms: Sequence[str]) -> array[int]:
+    """The body's adjacent term pairs (stop words dropped), as sorted hashes for a binary search."""
+    return array("q", sorted({hash(pair) for pair in zip(body_terms, body_terms[1:])}))
+
+
+def has_pair(pairs: array[int], first: str, second: str) -> bool:
+    """Whether ``first`` stands right before ``second`` in the body ``pairs`` came from."""
+    key = hash((first, second))
+    at = bisect_left(pairs, key)
+    return at < len(pairs) and pairs[at] == key

@@ -1,0 +1,223 @@
+"""The confidence gate: which of the ranked documents the fast stage delivers, and why it holds the rest.
+
+One generator of the reasons a document is held serves both the decision (no reason: it passes)
+and its explanation, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from memory_store import MemoryDoc
+from recall_kit.limits import MAX_FAST_DOCS  # the gate judges the best document and the one after it
+
+
+# Confidence gate. Every feature is a ratio or a count, so it holds on 20 or 50,000 documents.
+# Searched by bench/bench_heuristic.py (grid, 5-fold cross-validated, on agent-memories and
+# multilingual with and without their enrichment sidecars, locomo-dev both ways (strict only)
+# and hard-cases, unenriched strict and silence held as constraints). Chosen on all folds
+# (2026-12-01): a head word matched only in enrichment counts half (ENRICHMENT_HEAD_CREDIT) and the
+# second document needs 0.7 of the first's score; agent-memories enriched strict 0.821 silence
+# 0.741 precision 0.727 (was 0.821 / 0.724 / 0.637), unenriched 0.777 / 0.810 / 0.785 (was
+# 0.782 / 0.810 / 0.711); multilingual 1.00 / 1.00 both ways. The tie rule
+# (TIE_RATIO) buys enriched silence only with unenriched strict, so it is off.
+MIN_COVERAGE = 0.2  # share of the query's idf mass the best document matches
+UNKNOWN_WEIGHT = 2.0  # query words no memory holds (sourdough, vite) count double against it
+GENERIC_WEIGHT = 1.0  # everyday words (GENERIC_WORDS) count fully in coverage ...
+MIN_SPECIFIC_TERMS = 2  # ... but the document must match two non-generic query words
+MIN_HEAD_TERMS = 1  # ... one of them in its name, description, keywords or usage scenarios
+ENRICHMENT_HEAD_CREDIT = 0.5  # a head word matched only in enrichment, against one the author wrote
+TIE_RATIO = 1.01  # when the second scores at least this share of the first (never: off) ...
+TIE_MIN_HEAD_TERMS = 0.0  # ... the first needs this many head words
+CJK_UNKNOWN_WEIGHT = 0.0  # unknown CJK bigrams are mostly pairs across a word boundary
+SECOND_SCORE_RATIO = 0.7  # the second document when it scores at least 0.7 of the first ...
+SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
+# A document matched in its body only passes when a phrase of the query stands in it word for
+# word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
+MIN_PHRASE_TERMS = 2
+PHRASE_MIN_COVERAGE = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredDoc:
+    """A document and its heuristic score."""
+
+    doc: MemoryDoc
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SlotMatch:
+    """One query word as seen from one document."""
+
+    mass: float  # the word's idf (as if unseen when no document holds it)
+    credit: float  # 1 for an exact match, the typo weight for an expansion, 0 for none
+    known: bool  # some document holds it
+    generic: bool  # an everyday word (GENERIC_WORDS)
+    cjk: bool  # a CJK character bigram (unknown ones are mostly word-boundary pairs)
+    in_head: bool  # matched in name, description, keywords or usage scenarios
+    in_phrase: bool = False  # matched in the body next to the query word it stands next to
+    in_core: bool = False  # matched in a field the memory's author wrote (not the enrichment sidecar)
+    words: float = 1.0  # how many query words it stands for (less for overlapping CJK bigrams)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """How much of the query one document matches: the gate's store-size-independent inputs."""
+
+    slots: tuple[SlotMatch, ...]
+
+    def coverage(self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float) -> float:
+        """Share of the query's idf mass this document matches."""
+        total = matched = 0.0
+        for slot in self.slots:
+            mass = slot.mass * (generic_weight if slot.generic else 1.0)
+            if not slot.known:
+                mass *= cjk_unknown_weight if slot.cjk else unknown_weight
+            total += mass
+            matched += slot.credit * mass
+        return matched / total if total else 0.0
+
+    def specific_terms(self) -> float:
+        """Non-generic query words matched (a CJK run's bigrams count as the words they can hold)."""
+        return sum(slot.words for slot in self.slots if slot.credit and not slot.generic)
+
+    def head_terms(self, enrichment_credit: float = 1.0) -> float:
+        """Non-generic query words matched in a head field; one matched only in enrichment counts less."""
+        return sum(
+            slot.words * (1.0 if slot.in_core else enrichment_credit)
+            for slot in self.slots
+            if slot.credit and slot.in_head and not slot.generic
+        )
+
+    def core_terms(self) -> int:
+        """Non-generic query words matched in a field the memory's author wrote."""
+        return sum(1 for slot in self.slots if slot.credit and slot.in_core and not slot.generic)
+
+    def phrase_terms(self) -> int:
+        """Non-generic query words matched as part of a body phrase (adjacent, as in the query)."""
+        return sum(1 for slot in self.slots if slot.credit and slot.in_phrase and not slot.generic)
+
+
+# A rule a document can fail (worded in _WORDING); a verdict lists those it fails in the order tried.
+GateRule = Literal[
+    "specific_terms", "coverage", "head_terms", "phrase_terms", "phrase_coverage",
+    "tie", "second_score", "best_held", "rank",
+]
+
+_WORDING: dict[GateRule, str] = {
+    "specific_terms": "matched {has} specific word(s), needs {needs:g}",
+    "coverage": "coverage {has:.2f} < {needs:.2f}",
+    "head_terms": "{has:g} in name/description/keywords, needs {needs:g}",
+    "phrase_terms": "{has:g} word(s) in a body phrase instead, needs {needs:g}",
+    "phrase_coverage": "coverage {has:.2f} < {needs:.2f} for a body phrase instead",
+    "tie": "does not stand out from the next and has {has:g} in name/description/keywords, needs {needs:g}",
+    "second_score": "score below {needs:g} x the best",
+    "best_held": "the best match did not pass",
+    "rank": "ranked #{has:g}; the gate passes only the top {needs:g}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HeldReason:
+    """One gate rule a document fails: the figure it has against the one the rule needs."""
+
+    rule: GateRule
+    has: float = 0.0  # for rank: the document's place (1 for the best); 0 for best_held
+    needs: float = 0.0
+
+    def __str__(self) -> str:
+        return _WORDING[self.rule].format(has=self.has, needs=self.needs)
+
+
+@dataclass(frozen=True, slots=True)
+class GateVerdict:
+    """The gate's decision on one ranked document: the rules that hold it, none when it passes."""
+
+    scored: ScoredDoc
+    rank: int  # 1 for the best
+    reasons: tuple[HeldReason, ...]
+
+    @property
+    def passed(self) -> bool:
+        """Whether the gate delivers the document."""
+        return not self.reasons
+
+    def __str__(self) -> str:
+        return "; ".join(map(str, self.reasons)) or "passed the gate"
+
+
+@dataclass(frozen=True, slots=True)
+class GateSettings:
+    """The confidence gate's thresholds (defaults: the module constants)."""
+
+    min_coverage: float = MIN_COVERAGE
+    unknown_weight: float = UNKNOWN_WEIGHT
+    generic_weight: float = GENERIC_WEIGHT
+    cjk_unknown_weight: float = CJK_UNKNOWN_WEIGHT
+    min_terms: int = MIN_SPECIFIC_TERMS
+    min_head_terms: float = MIN_HEAD_TERMS
+    enrichment_head_credit: float = ENRICHMENT_HEAD_CREDIT
+    tie_ratio: float = TIE_RATIO
+    tie_min_head_terms: float = TIE_MIN_HEAD_TERMS
+    second_score_ratio: float = SECOND_SCORE_RATIO
+    second_min_coverage: float = SECOND_MIN_COVERAGE
+    min_phrase_terms: int = MIN_PHRASE_TERMS
+    phrase_min_coverage: float = PHRASE_MIN_COVERAGE
+
+    def select(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[ScoredDoc, ...]:
+        """At most two documents: the best when confident, the second when also close to it.
+
+        ``evidence`` holds the first two ranked documents' (FastHeuristic.rank gives both)."""
+        if not ranked or next(self._held(ranked, evidence, 0), None) is not None:
+            return ()
+        if len(ranked) > 1 and next(self._held(ranked, evidence, 1), None) is None:
+            return ranked[0], ranked[1]
+        return (ranked[0],)
+
+    def explain(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[GateVerdict, ...]:
+        """Per ranked document, whether ``select`` passes it and every rule that holds it if not."""
+        verdicts: list[GateVerdict] = []
+        for number, scored in enumerate(ranked):
+            best_passed = not verdicts or verdicts[0].passed
+            reasons = tuple(HeldReason(*held) for held in self._held(ranked, evidence, number, best_passed))
+            verdicts.append(GateVerdict(scored, number + 1, reasons))
+        return tuple(verdicts)
+
+    def _held(
+        self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], number: int, best_passed: bool = True
+    ) -> Iterator[tuple[GateRule, float, float]]:
+        # Why the gate holds ranked[number] (0 for the best), as HeldReason fields; nothing when it
+        # passes. select reads only the first, so later rules' figures are worked out only when needed.
+        if number >= MAX_FAST_DOCS:
+            yield "rank", number + 1, MAX_FAST_DOCS
+            return
+        best = ranked[0].score
+        if number == 1 and ranked[1].score < self.second_score_ratio * best:
+            yield "second_score", ranked[1].score / best if best else 0.0, self.second_score_ratio
+        # The confidence test every delivered document passes: enough specific words, enough of the
+        # query's mass, and a head match or else a body phrase covering more of the query.
+        doc = evidence[number]
+        specific = doc.specific_terms()
+        if specific < self.min_terms:
+            yield "specific_terms", specific, self.min_terms
+        coverage = doc.coverage(self.unknown_weight, self.generic_weight, self.cjk_unknown_weight)
+        min_coverage = self.min_coverage if number == 0 else self.second_min_coverage
+        if coverage < min_coverage:
+            yield "coverage", coverage, min_coverage
+        head = doc.head_terms(self.enrichment_head_credit)
+        if head < self.min_head_terms:
+            phrase = doc.phrase_terms()
+            if phrase < self.min_phrase_terms or coverage < self.phrase_min_coverage:
+                yield "head_terms", head, self.min_head_terms
+                if phrase < self.min_phrase_terms:
+                    yield "phrase_terms", phrase, self.min_phrase_terms
+                if coverage < self.phrase_min_coverage:
+                    yield "phrase_coverage", coverage, self.phrase_min_coverage
+        if number == 0:
+            if len(ranked) > 1 and ranked[1].score >= self.tie_ratio * best and head < self.tie_min_head_terms:
+                yield "tie", head, self.tie_min_head_terms  # it does not stand out and says little in its head
+        elif not best_passed:
+            yield "best_held", 0.0, 0.0

@@ -1,0 +1,217 @@
+"""Query analysis: what the fast stage reads of a prompt, its words as idf-weighted slots (with typo
+expansions), which of them stand next to each other, and the gate's Evidence for one document."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
+
+from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, has_pair
+from recall_kit._gate import Evidence, SlotMatch
+from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
+from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
+from recall_kit.limits import QUERY_HEAD_TOKENS, QUERY_TAIL_TOKENS, clip_prompt
+
+# Typo tolerance: only for unknown words long enough that one slip leaves them recognisable.
+# Edits are optimal-string-alignment edits (a swap of neighbours is one edit: deplyo -> deploy);
+# agent-memories typo strict 1.00 with this, 0.77 with rapidfuzz ratio >= 0.85 (swaps fall below).
+TYPO_MIN_LENGTH = 5
+TYPO_MAX_EDITS = 1
+TYPO_LONG_WORD = 9  # from this length on, two edits
+TYPO_MAX_EDITS_LONG = 2
+TYPO_MAX_EXPANSIONS = 2
+TYPO_WEIGHT = 0.8  # an expansion counts below an exact match (times 1 - edits / length)
+
+# Everyday words that say little about which memory applies, whatever the store's statistics.
+GENERIC_WORDS = frozenset(
+    """
+    add added adding get gets getting got make makes making made set sets setting use uses using used
+    want wants need needs needed try trying tried help helps fix fixed fixing change changes changed
+    create created creating write writing wrote read show shows tell give gives put take takes find
+    look looking see know think keep let start started stop move work works working call called ask
+    happen happened happens mean means explain describe like say said seem seems feel go going goes
+    went come came thing things way ways time times day days week today yesterday tomorrow tonight
+    something anything everything nothing someone anyone problem problems issue issues question
+    questions stuff part kind sort lot bit new old good bad best better big small large huge right
+    wrong first last next same different another many much sure please thanks thank ok okay maybe
+    really still already always never ever yet even back actually just quick quickly good great nice
+    able possible again instead around without within one two three also here there now then
+    什么 怎么 怎样 为什 一下 可以 这个 那个 我们 你们 他们 没有 不是 就是 还是 但是 因为 所以 如果 已经
+    现在 应该 需要 一个 时候 的话 是什 么样 好的 谢谢 帮我 请问 一些 知道 能不 不能
+    して てい いる する った です ます ない ある この その どう ので から まし した れる られ って
+    たい ださ くだ さい けど だっ っけ なに 何を には では とは
+    하는 해요 합니 니다 있는 없는 하고 어떻 어요 나요 까요 는데 에서 으로 해야
+    """.split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySlot:
+    """One distinct query word: its idf mass and the terms that may match it, with credit."""
+
+    mass: float
+    matches: tuple[QueryTerm, ...]
+    known: bool  # some document holds it (or, for a typo, what it was meant to be)
+    generic: bool  # an everyday word: weak evidence that a memory applies
+    term: str  # the query's own term
+    run: tuple[int, int] | None = None  # a CJK bigram's run in the query, and its place in the run
+
+
+def query_tokens(query: str) -> list[Token]:
+    """The tokens the fast stage reads of ``query``: its head and tail, in characters then tokens."""
+    return _bounded(analyze(clip_prompt(query)))
+
+
+def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
+    """The query's distinct words as ``index`` sees them; a word no document holds may match as a typo."""
+    n = len(index)
+    slots: list[QuerySlot] = []
+    seen: set[str] = set()
+    for token, run in zip(tokens, _cjk_runs(tokens)):
+        if token.term in seen:
+            continue
+        seen.add(token.term)
+        df = index.doc_freq(token.term)
+        generic = (token.surface or token.term) in GENERIC_WORDS
+        if df:
+            slots.append(QuerySlot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term, run))
+            continue
+        if token.surface is None and not is_cjk_term(token.term):
+            continue  # an unknown whole identifier: its parts carry it
+        expansions = _typo_expansions(index, token.surface) if token.surface else ()
+        if expansions:  # weigh a mistyped word like the word it was meant to be
+            mass = max(index.idf(match.term) for match in expansions)
+            slots.append(QuerySlot(mass, expansions, True, generic, token.term))
+        else:
+            slots.append(QuerySlot(bm25_idf(n, 0), (), False, generic, token.term))
+    return slots
+
+
+def query_terms(slots: Iterable[QuerySlot]) -> list[QueryTerm]:
+    """The terms to score, each once with the best credit any slot gives it."""
+    best: dict[str, float] = {}
+    for slot in slots:
+        for match in slot.matches:
+            best[match.term] = max(best.get(match.term, 0.0), match.weight)
+    return [QueryTerm(term, weight) for term, weight in best.items()]
+
+
+def adjacent_slots(tokens: list[Token], slots: list[QuerySlot]) -> list[tuple[int, int]]:
+    """Pairs of known query words that stand next to each other in the query (stop words dropped)."""
+    number = {slot.term: i for i, slot in enumerate(slots)}
+    pairs: dict[tuple[int, int], None] = {}
+    for before, after in zip(tokens, tokens[1:]):
+        first, second = number.get(before.term), number.get(after.term)
+        if first is not None and second is not None and first != second:
+            if slots[first].matches and slots[second].matches:
+                pairs[first, second] = None
+    return list(pairs)
+
+
+def doc_evidence(
+    index: FieldIndex,
+    slots: list[QuerySlot],
+    ref: str,
+    adjacent: Sequence[tuple[int, int]] = (),
+    body_pairs: array[int] | None = None,
+) -> Evidence:
+    """What the gate reads of document ``ref``: per query slot, how and where the document matches it."""
+    in_phrase: set[int] = set()
+    if body_pairs:
+        for first, second in adjacent:
+            if any(
+                has_pair(body_pairs, a.term, b.term) for a in slots[first].matches for b in slots[second].matches
+            ):
+                in_phrase.update((first, second))
+    found: list[tuple[float, bool, bool]] = []  # per slot: credit, in a head field, in a core field
+    for slot in slots:
+        credit = 0.0
+        in_head = in_core = False
+        for match in slot.matches:
+            posting = index.posting(match.term, ref)
+            if posting:
+                credit = max(credit, match.weight)
+                in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
+                in_core = in_core or any(posting[field] for field in CORE_FIELDS)
+        found.append((credit, in_head, in_core))
+    words = _cjk_words(slots, [bool(credit) and not slot.generic for slot, (credit, _, _) in zip(slots, found)])
+    return Evidence(tuple(
+        SlotMatch(
+            slot.mass, credit, slot.known, slot.generic, is_cjk_term(slot.term), in_head,
+            number in in_phrase, in_core, words[number],
+        )
+        for number, (slot, (credit, in_head, in_core)) in enumerate(zip(slots, found))
+    ))
+
+
+def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:
+    """Per token, its CJK run (numbered) and place in it; None for any other token."""
+    runs: list[tuple[int, int] | None] = []
+    number = -1
+    for i, token in enumerate(tokens):
+        if not is_cjk_term(token.term):
+            runs.append(None)
+            continue
+        previous = runs[-1] if runs else None
+        if previous is not None and tokens[i - 1].term[-1] == token.term[0]:  # neighbours overlap: エラ, ラー
+            runs.append((number, previous[1] + 1))
+        else:
+            number += 1
+            runs.append((number, 0))
+    return runs
+
+
+def _cjk_words(slots: Sequence[QuerySlot], matched: Sequence[bool]) -> list[float]:
+    """Per slot, the query words it stands for. Matched CJK bigrams that overlap ("エラー": エラ, ラー)
+    hold about half a word each, so one short word does not pass as two matched words."""
+    words = [1.0] * len(slots)
+    spans: dict[int, list[tuple[int, int]]] = {}  # run -> (place, slot) of its matched bigrams
+    for number, (slot, hit) in enumerate(zip(slots, matched)):
+        if hit and slot.run is not None:
+            spans.setdefault(slot.run[0], []).append((slot.run[1], number))
+    for places in spans.values():
+        places.sort()
+        start = 0
+        for end in range(1, len(places) + 1):
+            if end == len(places) or places[end][0] != places[end - 1][0] + 1:
+                span = places[start:end]
+                for _, number in span:
+                    words[number] = math.ceil(len(span) / 2) / len(span)
+                start = end
+    return words
+
+
+def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
+    if len(surface) < TYPO_MIN_LENGTH or not surface.isalpha():
+        return ()
+    max_edits = TYPO_MAX_EDITS_LONG if len(surface) >= TYPO_LONG_WORD else TYPO_MAX_EDITS
+    # Typos rarely hit the first letter; bucketing by it keeps this cheap at 50,000 documents.
+    lengths = range(len(surface) - max_edits, len(surface) + max_edits + 1)
+    candidates = index.surface_candidates(surface[0], lengths)
+    found = process.extract(
+        surface, candidates, scorer=OSA.distance, score_cutoff=max_edits, limit=None
+    )
+    held = {word: index.surface_doc_count(word) for word, _, _ in found}
+    found = [item for item in found if held[item[0]]]  # a word whose documents are all gone
+    found.sort(key=lambda item: (item[1], -held[item[0]], item[0]))
+    expansions: dict[str, float] = {}
+    for word, distance, _ in found:
+        term = stem(word)
+        if term not in expansions and index.doc_freq(term):
+            similarity = 1.0 - distance / max(len(word), len(surface))
+            expansions[term] = TYPO_WEIGHT * similarity
+        if len(expansions) == TYPO_MAX_EXPANSIONS:
+            break
+    return tuple(QueryTerm(term, weight) for term, weight in expansions.items())
+
+
+def _bounded(tokens: list[Token]) -> list[Token]:
+    """At most the first and last 64 tokens of a query."""
+    if len(tokens) <= QUERY_HEAD_TOKENS + QUERY_TAIL_TOKENS:
+        return tokens
+    return tokens[:QUERY_HEAD_TOKENS] + tokens[-QUERY_TAIL_TOKENS:]
