@@ -1,71 +1,123 @@
-"""Markdown memory store: parsing, scanning, watching, immutable snapshots."""
+"""Markdown memory store: parsing, scanning, watching, immutable snapshots, and every read and
+write of a memory file, confined to its root.
 
-from memory_store._errors import (
-    MemoryExistsError,
-    MemoryNotFoundError,
-    MemoryParseError,
-    MemoryPathError,
-    MemoryStoreError,
-    RecallKitError,
-)
-from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, DeferredDoc, Enrichment, LoadError, MemoryDoc, Snapshot
-from memory_store._parse import parse_memory
-from memory_store._format import format_memory, memory_slug, new_memory_path
-from memory_store._sidecar import (
-    MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
-    MAX_SCENARIO_CHARS,
-    MAX_SCENARIOS,
-    SIDECAR_PATH,
-    EnrichmentEntry,
-    clean_terms,
-    prune_enrichment,
-    read_enrichment,
-    sidecar_path,
-    update_enrichment,
-    write_enrichment,
-)
-from memory_store._codec import decode_doc, encode_doc
-from memory_store._files import MemoryRoot, SavedMemory
-from memory_store._store import DEFAULT_DEBOUNCE_MS, MemoryStore
-from memory_store._write import atomic_write, file_lock
+The names load on first use: ``from memory_store import RecallKitError`` loads only the error
+classes (the Claude Code hook's modules derive from them on every prompt), any other name loads the
+whole store.
+"""
 
-__all__ = [
-    "DEFAULT_DEBOUNCE_MS",
-    "DEFAULT_MAX_BYTES",
-    "MAX_KEYWORDS",
-    "MAX_KEYWORD_CHARS",
-    "MAX_SCENARIOS",
-    "MAX_SCENARIO_CHARS",
-    "MEMORY_TYPES",
-    "SIDECAR_PATH",
-    "DeferredDoc",
-    "Enrichment",
-    "EnrichmentEntry",
-    "LoadError",
-    "MemoryDoc",
-    "MemoryExistsError",
-    "MemoryNotFoundError",
-    "MemoryParseError",
-    "MemoryPathError",
-    "MemoryRoot",
-    "MemoryStoreError",
-    "MemoryStore",
-    "RecallKitError",
-    "SavedMemory",
-    "Snapshot",
-    "atomic_write",
-    "decode_doc",
-    "encode_doc",
-    "file_lock",
-    "format_memory",
-    "memory_slug",
-    "new_memory_path",
-    "clean_terms",
-    "parse_memory",
-    "prune_enrichment",
-    "read_enrichment",
-    "sidecar_path",
-    "update_enrichment",
-    "write_enrichment",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory_store._errors import MemoryExistsError as MemoryExistsError
+    from memory_store._errors import MemoryNotFoundError as MemoryNotFoundError
+    from memory_store._errors import MemoryParseError as MemoryParseError
+    from memory_store._errors import MemoryPathError as MemoryPathError
+    from memory_store._errors import MemoryStoreError as MemoryStoreError
+    from memory_store._errors import RecallKitError as RecallKitError
+    from memory_store._errors import StoreTimeoutError as StoreTimeoutError
+    from memory_store._types import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
+    from memory_store._types import DeferredDoc as DeferredDoc
+    from memory_store._types import Enrichment as Enrichment
+    from memory_store._types import MEMORY_TYPES as MEMORY_TYPES
+    from memory_store._types import MemoryDoc as MemoryDoc
+    from memory_store._types import SkippedFile as SkippedFile
+    from memory_store._types import Snapshot as Snapshot
+    from memory_store._parse import parse_memory as parse_memory
+    from memory_store._format import format_memory as format_memory
+    from memory_store._format import memory_slug as memory_slug
+    from memory_store._format import new_memory_path as new_memory_path
+    from memory_store._files import MemoryRoot as MemoryRoot
+    from memory_store._files import SavedMemory as SavedMemory
+    from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
+    from memory_store._store import MemoryStore as MemoryStore
+    from memory_store._sidecar import EnrichmentEntry as EnrichmentEntry
+    from memory_store._sidecar import MAX_KEYWORDS as MAX_KEYWORDS
+    from memory_store._sidecar import MAX_KEYWORD_CHARS as MAX_KEYWORD_CHARS
+    from memory_store._sidecar import MAX_SCENARIOS as MAX_SCENARIOS
+    from memory_store._sidecar import MAX_SCENARIO_CHARS as MAX_SCENARIO_CHARS
+    from memory_store._sidecar import SIDECAR_PATH as SIDECAR_PATH
+    from memory_store._sidecar import clean_terms as clean_terms
+    from memory_store._sidecar import prune_enrichment as prune_enrichment
+    from memory_store._sidecar import read_enrichment as read_enrichment
+    from memory_store._sidecar import sidecar_path as sidecar_path
+    from memory_store._sidecar import update_enrichment as update_enrichment
+    from memory_store._sidecar import write_enrichment as write_enrichment
+    from memory_store._codec import decode_doc as decode_doc
+    from memory_store._codec import encode_doc as encode_doc
+    from memory_store._write import atomic_write as atomic_write
+    from memory_store._write import file_lock as file_lock
+
+# Each public name and the module that defines it (the imports above say the same for type checkers).
+_EXPORTS: dict[str, str] = {
+    "MemoryExistsError": "memory_store._errors",
+    "MemoryNotFoundError": "memory_store._errors",
+    "MemoryParseError": "memory_store._errors",
+    "MemoryPathError": "memory_store._errors",
+    "MemoryStoreError": "memory_store._errors",
+    "RecallKitError": "memory_store._errors",
+    "StoreTimeoutError": "memory_store._errors",
+    "DEFAULT_MAX_BYTES": "memory_store._types",
+    "DeferredDoc": "memory_store._types",
+    "Enrichment": "memory_store._types",
+    "MEMORY_TYPES": "memory_store._types",
+    "MemoryDoc": "memory_store._types",
+    "SkippedFile": "memory_store._types",
+    "Snapshot": "memory_store._types",
+    "parse_memory": "memory_store._parse",
+    "format_memory": "memory_store._format",
+    "memory_slug": "memory_store._format",
+    "new_memory_path": "memory_store._format",
+    "MemoryRoot": "memory_store._files",
+    "SavedMemory": "memory_store._files",
+    "DEFAULT_DEBOUNCE_MS": "memory_store._store",
+    "MemoryStore": "memory_store._store",
+    "EnrichmentEntry": "memory_store._sidecar",
+    "MAX_KEYWORDS": "memory_store._sidecar",
+    "MAX_KEYWORD_CHARS": "memory_store._sidecar",
+    "MAX_SCENARIOS": "memory_store._sidecar",
+    "MAX_SCENARIO_CHARS": "memory_store._sidecar",
+    "SIDECAR_PATH": "memory_store._sidecar",
+    "clean_terms": "memory_store._sidecar",
+    "prune_enrichment": "memory_store._sidecar",
+    "read_enrichment": "memory_store._sidecar",
+    "sidecar_path": "memory_store._sidecar",
+    "update_enrichment": "memory_store._sidecar",
+    "write_enrichment": "memory_store._sidecar",
+    "decode_doc": "memory_store._codec",
+    "encode_doc": "memory_store._codec",
+    "atomic_write": "memory_store._write",
+    "file_lock": "memory_store._write",
+}
+__all__ = sorted(_EXPORTS)
+_LIGHT = "memory_store._errors"  # loaded on its own: importing it costs nothing
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory_store' has no attribute {name!r}")
+    _load(_LIGHT if module == _LIGHT else None)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+def _load(only: str | None) -> None:
+    """Bind the public names of ``only``, or of every module, each shown as ``memory_store.Name``."""
+    namespace = globals()
+    for name, module in _EXPORTS.items():
+        if only is not None and module != only:
+            continue
+        value = getattr(importlib.import_module(module), name)
+        if getattr(value, "__module__", None) == module:
+            try:
+                value.__module__ = __name__
+            except (AttributeError, TypeError):  # a constant: nothing to rename
+                pass
+        namespace[name] = value

@@ -27,3 +27,7 @@ class MemoryExistsError(MemoryStoreError, FileExistsError):
 
 class MemoryNotFoundError(MemoryStoreError, FileNotFoundError):
     """No memory file at that path."""
+
+
+class StoreTimeoutError(MemoryStoreError, TimeoutError):
+    """A snapshot the caller waited for was not published in time."""

@@ -16,10 +16,10 @@ from typing import Callable, Union
 
 from memory_store._errors import MemoryNotFoundError, MemoryParseError, MemoryPathError, MemoryStoreError
 from memory_store._parse import parse_memory
-from memory_store._types import INDEX_FILE_NAME, LoadError, MemoryDoc, StoredDoc
+from memory_store._types import INDEX_FILE_NAME, SkippedFile, MemoryDoc, StoredDoc
 
-Read = Union[MemoryDoc, LoadError]  # what reading one file gives
-Entry = Union[StoredDoc, LoadError]  # ... or a caller's cache stood in for reading it
+Read = Union[MemoryDoc, SkippedFile]  # what reading one file gives
+Entry = Union[StoredDoc, SkippedFile]  # ... or a caller's cache stood in for reading it
 
 # (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
 Reuse = Callable[[str, int, int], Union[StoredDoc, None]]
@@ -186,17 +186,17 @@ def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Read:
     try:
         root_fd = open_root(root)
     except OSError as exc:
-        return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+        return SkippedFile(root.label, cand.rel, f"unreadable: {exc.strerror}")
     try:
         parent_rel = cand.rel.rpartition("/")[0]
         try:
             parent_fd = open_beneath(root_fd, parent_rel)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
-                return LoadError(root.label, cand.rel, "file vanished before it could be read")
+                return SkippedFile(root.label, cand.rel, "file vanished before it could be read")
             if exc.errno in _SWAPPED:
-                return LoadError(root.label, cand.rel, "a folder on its path was replaced by a symlink")
-            return LoadError(root.label, cand.rel, f"unreadable: {exc.strerror}")
+                return SkippedFile(root.label, cand.rel, "a folder on its path was replaced by a symlink")
+            return SkippedFile(root.label, cand.rel, f"unreadable: {exc.strerror}")
         try:
             return read_at(root, root_fd, parent_fd, cand.rel, cand.kind, max_bytes, os.path.realpath(root.path))
         finally:
@@ -206,23 +206,23 @@ def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Read:
 
 
 def read_at(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Read:
-    """Read and parse one listed file in its open parent folder; every failure becomes a LoadError."""
+    """Read and parse one listed file in its open parent folder; every failure becomes a SkippedFile."""
     try:
         return _read(root, root_fd, parent_fd, rel, kind, max_bytes, root_real)
     except MemoryParseError as exc:
-        return LoadError(root.label, rel, str(exc))
+        return SkippedFile(root.label, rel, str(exc))
     except Exception as exc:  # one file must never stop a scan or the watcher, whatever it holds
-        return LoadError(root.label, rel, f"unreadable: {type(exc).__name__}")
+        return SkippedFile(root.label, rel, f"unreadable: {type(exc).__name__}")
 
 
-def symlinked_folder_error(root: Root, rel: str, root_real: str) -> LoadError | None:
+def symlinked_folder_error(root: Root, rel: str, root_real: str) -> SkippedFile | None:
     """A symlink that is not a memory file matters only when it is a folder leading out of the root.
 
     Only stat and realpath look through it, to word the report; nothing is read there.
     """
     abspath = root.abspath(rel)
     if os.path.isdir(abspath) and not _inside(os.path.realpath(abspath), root_real):
-        return LoadError(root.label, rel, "symlinked folder points outside the root")
+        return SkippedFile(root.label, rel, "symlinked folder points outside the root")
     return None
 
 
@@ -230,16 +230,16 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
-def _folder_error(root: Root, rel: str, exc: OSError) -> LoadError:
+def _folder_error(root: Root, rel: str, exc: OSError) -> SkippedFile:
     reason = "permission denied" if isinstance(exc, PermissionError) else exc.strerror
-    return LoadError(root.label, rel or ".", f"unreadable folder: {reason}")
+    return SkippedFile(root.label, rel or ".", f"unreadable folder: {reason}")
 
 
 def _read(root: Root, root_fd: int, parent_fd: int, rel: str, kind: str, max_bytes: int, root_real: str) -> Read:
     try:
         data, info = read_listed(root, root_fd, parent_fd, rel, kind, max_bytes, root_real)
     except MemoryStoreError as exc:
-        return LoadError(root.label, rel, str(exc))
+        return SkippedFile(root.label, rel, str(exc))
     abspath = root.abspath(rel)
     return parse_memory(data, scope=root.label, path=rel, abspath=abspath, mtime=info.st_mtime, max_bytes=max_bytes)
 

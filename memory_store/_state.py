@@ -26,7 +26,7 @@ from memory_store._scan import (
     symlinked_folder_error,
     walk,
 )
-from memory_store._types import DeferredDoc, Docs, LoadError, MemoryDoc, Snapshot, StoredDoc
+from memory_store._types import DeferredDoc, Docs, SkippedFile, MemoryDoc, Snapshot, StoredDoc
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # the path is not a folder we may enter (any more)
 
@@ -45,9 +45,9 @@ class StoreState:
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
         self._enrichment: dict[str, dict[str, EnrichmentEntry]] = {root.label: {} for root in roots}
         self._sidecar_errors: dict[str, list[str]] = {root.label: [] for root in roots}
-        self._missing: dict[str, LoadError] = {}
+        self._missing: dict[str, SkippedFile] = {}
         self._docs: dict[str, StoredDoc] = {}  # as published: with fresh enrichment attached
-        self._errors: dict[str, LoadError] = {}
+        self._errors: dict[str, SkippedFile] = {}
         self._touched: set[str] = set()
         self._published: Snapshot | None = None
 
@@ -68,7 +68,7 @@ class StoreState:
             else:
                 self._clear_missing(root)
                 reason = "permission denied" if isinstance(exc, PermissionError) else exc.strerror
-                found = {".": LoadError(root.label, ".", f"unreadable folder: {reason}")}
+                found = {".": SkippedFile(root.label, ".", f"unreadable folder: {reason}")}
         else:
             self._clear_missing(root)
             try:
@@ -166,7 +166,7 @@ class StoreState:
         refs: list[str] = []
         for line, reason in problems:
             where = f"{sidecar.label_path()}:{line}" if line else sidecar.label_path()
-            err = LoadError(label, where, reason)
+            err = SkippedFile(label, where, reason)
             self._errors[err.ref] = err
             refs.append(err.ref)
         self._sidecar_errors[label] = refs
@@ -174,7 +174,7 @@ class StoreState:
         entries = self._entries[label]
         for rel in old.keys() | new.keys():
             raw = entries.get(rel)
-            if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, LoadError):
+            if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, SkippedFile):
                 continue
             ref = f"{label}/{rel}"
             enriched = self._enriched(label, rel, raw)
@@ -222,7 +222,7 @@ class StoreState:
             return
         ref = f"{root.label}/{rel}"
         self._touched.add(ref)
-        if isinstance(old, LoadError):
+        if isinstance(old, SkippedFile):
             del self._errors[ref]
         elif old is not None:
             del self._docs[ref]
@@ -231,7 +231,7 @@ class StoreState:
             self._links[root.label].discard(rel)
             return
         entries[rel] = entry
-        if isinstance(entry, LoadError):
+        if isinstance(entry, SkippedFile):
             self._errors[ref] = entry
         else:
             self._docs[ref] = self._enriched(root.label, rel, entry)
@@ -246,7 +246,7 @@ class StoreState:
 
     def _set_missing(self, root: Root) -> None:
         if root.label not in self._missing:
-            err = LoadError(root.label, root.path, "root folder does not exist")
+            err = SkippedFile(root.label, root.path, "root folder does not exist")
             self._missing[root.label] = err
             self._errors[f"{root.label}/{root.path}"] = err
 
@@ -279,7 +279,7 @@ def _same(old: Entry | None, new: Entry | None) -> bool:
             new.mtime,
             new.abspath,
         )
-    if isinstance(old, LoadError) and isinstance(new, LoadError):
+    if isinstance(old, SkippedFile) and isinstance(new, SkippedFile):
         return old == new
     return False
 

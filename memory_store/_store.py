@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
-from memory_store._errors import MemoryPathError, MemoryStoreError
+from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
 from memory_store._files import MemoryRoot, checked_label, default_label, given_path
 from memory_store._scan import Reuse, Root, is_hidden
 from memory_store._sidecar import EnrichmentEntry
@@ -141,7 +141,7 @@ class MemoryStore:
             if self._snapshot.version >= version:
                 return self._snapshot
             if not reached:
-                raise TimeoutError(
+                raise StoreTimeoutError(
                     f"memory store: version {version} not reached in {timeout:g} s (at {self._snapshot.version})"
                 )
             raise MemoryStoreError(f"memory store is not watching; it stays at version {self._snapshot.version}")

@@ -128,7 +128,7 @@ class Docs(Mapping[str, MemoryDoc]):
 
 
 @dataclass(frozen=True, slots=True)
-class LoadError:
+class SkippedFile:
     """A file that was skipped, with a one-line reason."""
 
     scope: str
@@ -150,7 +150,7 @@ class Snapshot:
 
     version: int
     docs: Mapping[str, MemoryDoc]  # ref -> doc, read-only (a Docs when built by the store)
-    errors: tuple[LoadError, ...]
+    errors: tuple[SkippedFile, ...]
     changed: frozenset[str] = field(default_factory=frozenset)
     removed: frozenset[str] = field(default_factory=frozenset)
 
@@ -158,7 +158,7 @@ class Snapshot:
     def build(
         version: int,
         docs: Mapping[str, StoredDoc],
-        errors: tuple[LoadError, ...],
+        errors: tuple[SkippedFile, ...],
         changed: frozenset[str] = frozenset(),
         removed: frozenset[str] = frozenset(),
     ) -> "Snapshot":

@@ -37,12 +37,19 @@ if TYPE_CHECKING:
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
     from recall_kit._errors import ConfigError as ConfigError
+    from recall_kit._errors import BackgroundError as BackgroundError
+    from recall_kit._errors import SessionClosedError as SessionClosedError
     from recall_kit._errors import UsageError as UsageError
     from recall_kit._handle import AbortSignal as AbortSignal
     from recall_kit._heuristic import FastHeuristic as FastHeuristic
     from recall_kit._heuristic import FastResult as FastResult
     from recall_kit._heuristic import SnapshotSource as SnapshotSource
+    from recall_kit._kinds import CANCEL_REASONS as CANCEL_REASONS
+    from recall_kit._kinds import CancelReason as CancelReason
     from recall_kit._kinds import ConsumePoint as ConsumePoint
+    from recall_kit._kinds import DiscardReason as DiscardReason
+    from recall_kit._kinds import Fallback as Fallback
+    from recall_kit._kinds import FallbackKind as FallbackKind
     from recall_kit._kinds import Phase as Phase
     from recall_kit._kinds import Placement as Placement
     from recall_kit._kinds import Strategy as Strategy
@@ -81,6 +88,8 @@ _EXPORTS: dict[str, str] = {
     "MemoryParseError": "memory_store",
     "ConfigError": "recall_kit._errors",
     "UsageError": "recall_kit._errors",
+    "SessionClosedError": "recall_kit._errors",
+    "BackgroundError": "recall_kit._errors",
     # opening and sessions
     "open_recaller": "recall_kit._open",
     "Recaller": "recall_kit._recaller",
@@ -93,6 +102,9 @@ _EXPORTS: dict[str, str] = {
     "Phase": "recall_kit._kinds",
     "Placement": "recall_kit._kinds",
     "Strategy": "recall_kit._kinds",
+    "CancelReason": "recall_kit._kinds",
+    "CANCEL_REASONS": "recall_kit._kinds",
+    "DiscardReason": "recall_kit._kinds",
     # the stages
     "FastHeuristic": "recall_kit._heuristic",
     "FastResult": "recall_kit._heuristic",
@@ -100,6 +112,8 @@ _EXPORTS: dict[str, str] = {
     "MAX_FAST_DOCS": "recall_kit.limits",
     "ModelSelector": "recall_kit._selector",
     "Selection": "recall_kit._selector",
+    "Fallback": "recall_kit._kinds",
+    "FallbackKind": "recall_kit._kinds",
     "MAX_MODEL_DOCS": "recall_kit.limits",
     "SelectorConfig": "recall_kit._config",
     "load_selector_config": "recall_kit._config",

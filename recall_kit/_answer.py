@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from memory_store import MemoryDoc
+from memory_store import MemoryDoc, RecallKitError
 from recall_kit.limits import MAX_MODEL_DOCS
 
 ANSWER_KEY = "selected_memories"
@@ -16,7 +16,7 @@ _DECODER = json.JSONDecoder()
 _MAX_OPENING_BRACES = 8  # how many "{" in leading prose we try before giving up
 
 
-class AnswerError(ValueError):
+class AnswerError(RecallKitError, ValueError):
     """The model's text holds no usable ``{"selected_memories": [...]}`` object."""
 
 

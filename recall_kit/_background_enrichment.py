@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from memory_store import MemoryDoc, MemoryStoreError, RecallKitError, Snapshot
+from memory_store import MemoryDoc, MemoryStoreError, Snapshot
+from recall_kit._errors import BackgroundError, UsageError
 from recall_kit._enricher import Enricher, EnrichmentResult, needs_enrichment
 from recall_kit._telemetry import EnrichEvent, Telemetry
 
@@ -41,9 +42,9 @@ class BackgroundEnrichment:
         retry_failed_after_s: float = RETRY_FAILED_AFTER_S,
     ) -> None:
         if not all(hasattr(store, name) for name in ("subscribe", "snapshot", "roots", "record_enrichment")):
-            raise RecallKitError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
+            raise UsageError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
         if not calls_per_minute > 0:
-            raise RecallKitError(f"calls_per_minute must be positive, got {calls_per_minute!r}")
+            raise UsageError(f"calls_per_minute must be positive, got {calls_per_minute!r}")
         self.store = store
         self.enricher = enricher
         self.telemetry = telemetry or Telemetry()
@@ -65,7 +66,7 @@ class BackgroundEnrichment:
         self._thread = threading.Thread(target=self._run, args=(ready,), name="recall-kit-enrich", daemon=True)
         self._thread.start()
         if not ready.wait(_START_TIMEOUT_S):
-            raise RecallKitError("background enrichment did not start")
+            raise BackgroundError("background enrichment did not start")
         self._unsubscribe = self.store.subscribe(self._on_snapshot)
         self._on_snapshot(self.store.snapshot())  # what is already there counts too
         return self

@@ -2,7 +2,7 @@
 
 Shared by the selector and the enricher: credentials kept out of URLs and text, the response_format
 fallback json_schema -> json_object -> text remembered per endpoint, one retry on 429/5xx, a body cap,
-and the whole call bounded by one deadline. Every failure is a ``ChatFailure`` with a one-line,
+and the whole call bounded by one deadline. Every failure is a ``_ChatFailure`` with a one-line,
 redacted reason; only CancelledError passes through as itself.
 """
 
@@ -19,6 +19,7 @@ import httpx
 
 from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
 from recall_kit._errors import ConfigError
+from recall_kit._kinds import FallbackKind
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
 from recall_kit._text import one_line
 from recall_kit.limits import ERROR_SCAN_BYTES, ERROR_SNIPPET_CHARS, MAX_RESPONSE_BYTES
@@ -39,13 +40,15 @@ _ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
 ResponseFormat = Callable[[ResponseMode], "dict[str, Any] | None"]
 
 
-class ChatFailure(Exception):
-    """The request produced no answer; ``reason`` is one redacted line."""
+class _ChatFailure(Exception):
+    """The request produced no answer (internal: callers turn it into a Fallback); ``reason`` is one
+    redacted line."""
 
-    def __init__(self, reason: str, mode: ResponseMode | None = None) -> None:
+    def __init__(self, reason: str, mode: ResponseMode | None = None, *, kind: FallbackKind) -> None:
         super().__init__(reason)
         self.reason = reason
         self.mode = mode
+        self.kind: FallbackKind = kind
 
 
 def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -71,9 +74,9 @@ def _message_content(body: bytes) -> str:
     try:
         content = json.loads(body)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise ChatFailure("malformed response body") from None
+        raise _ChatFailure("malformed response body", kind="bad_response") from None
     if not isinstance(content, str):
-        raise ChatFailure("response has no text content")
+        raise _ChatFailure("response has no text content", kind="bad_response")
     return content
 
 
@@ -142,12 +145,12 @@ class ChatEndpoint:
     async def complete(
         self, messages: list[dict[str, str]], response_format: ResponseFormat, *, max_tokens: int
     ) -> tuple[str, ResponseMode]:
-        """The model's text and the mode it answered in, within ``timeout``; raises ChatFailure."""
+        """The model's text and the mode it answered in, within ``timeout``; raises _ChatFailure."""
         try:
             async with asyncio.timeout(self.timeout):
                 return await self._complete(messages, response_format, max_tokens)
         except TimeoutError:
-            raise ChatFailure(f"deadline of {self.timeout:g} s exceeded") from None
+            raise _ChatFailure(f"deadline of {self.timeout:g} s exceeded", kind="timeout") from None
 
     async def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -194,12 +197,14 @@ class ChatEndpoint:
                 delay = DEFAULT_RETRY_DELAY_S if delay is None else delay
                 remaining = deadline - asyncio.get_running_loop().time()
                 if delay >= remaining:
-                    raise ChatFailure(f"HTTP {status}; Retry-After {delay:g} s exceeds the remaining deadline", mode)
+                    raise _ChatFailure(
+                        f"HTTP {status}; Retry-After {delay:g} s exceeds the remaining deadline", mode, kind="http_error"
+                    )
                 retried = True
                 await asyncio.sleep(delay)
                 continue
             detail = "" if status in (401, 403) else f": {_error_snippet(body, self.redact)}"
-            raise ChatFailure(f"HTTP {status}{detail}".rstrip(": "), mode)
+            raise _ChatFailure(f"HTTP {status}{detail}".rstrip(": "), mode, kind="http_error")
 
     async def _post(self, payload: dict[str, Any], mode: ResponseMode) -> tuple[int, httpx.Headers, bytes]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -210,7 +215,7 @@ class ChatEndpoint:
             ) as response:
                 length = response.headers.get("content-length", "")
                 if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
-                    raise ChatFailure("response body over 1 MiB", mode)
+                    raise _ChatFailure("response body over 1 MiB", mode, kind="bad_response")
                 body = bytearray()
                 oversized = False
                 # Streamed so the deadline can cut a drip. Read to the end (bounded by the deadline):
@@ -220,12 +225,12 @@ class ChatEndpoint:
                     if not oversized:
                         body += chunk
                 if oversized:
-                    raise ChatFailure("response body over 1 MiB", mode)
+                    raise _ChatFailure("response body over 1 MiB", mode, kind="bad_response")
                 return response.status_code, response.headers, bytes(body)
         except httpx.HTTPError as exc:
-            raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
+            raise _ChatFailure(f"transport error: {type(exc).__name__}", mode, kind="unreachable") from None
         except OSError as exc:
-            raise ChatFailure(f"transport error: {type(exc).__name__}", mode) from None
+            raise _ChatFailure(f"transport error: {type(exc).__name__}", mode, kind="unreachable") from None
 
 
 class ChatModelClient:

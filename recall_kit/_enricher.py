@@ -22,7 +22,7 @@ from memory_store import (
     clean_terms,
 )
 from recall_kit._answer import AnswerError, decode_object
-from recall_kit._chat import ChatEndpoint, ChatModelClient, ChatFailure, ResponseMode, json_schema_format
+from recall_kit._chat import ChatEndpoint, ChatModelClient, _ChatFailure, ResponseMode, json_schema_format
 from recall_kit._text import one_line
 
 logger = logging.getLogger("recall_kit.enricher")
@@ -170,7 +170,7 @@ class Enricher(ChatModelClient):
             except RecursionError:
                 raise AnswerError("answer is not JSON") from None
             keywords, scenarios, dropped = validate_enrichment(value, doc)
-        except ChatFailure as failure:
+        except _ChatFailure as failure:
             return failed(failure.reason, failure.mode)
         except AnswerError as exc:
             return failed(str(exc), mode)

@@ -8,4 +8,12 @@ class ConfigError(RecallKitError):
 
 
 class UsageError(RecallKitError, ValueError):
-    """The API was called in a way it does not support (a closed session, an unknown option value)."""
+    """The API was called in a way it does not support (an unknown option value, a wrong thread)."""
+
+
+class BackgroundError(RecallKitError):
+    """A background worker (enrichment) could not start."""
+
+
+class SessionClosedError(UsageError):
+    """A call on a session (or a sync session's loop) that was already closed."""

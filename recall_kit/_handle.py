@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Union
 
 from memory_store import MemoryDoc
-from recall_kit._kinds import Phase, Strategy
+from recall_kit._kinds import Fallback, Phase, Strategy
 
 if TYPE_CHECKING:
     from recall_kit._heuristic import FastResult
@@ -60,7 +60,7 @@ class RecallOutcome:
     phase: Phase
     fast_ms: float | None
     model_ms: float | None
-    fallback_reason: str | None = None
+    fallback: Fallback | None = None  # why the model stage fell back, when it did
 
 
 @dataclass(eq=False)

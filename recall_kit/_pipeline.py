@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from memory_store import MemoryDoc
 from recall_kit._handle import PrefetchHandle, RecallOutcome
+from recall_kit._kinds import Fallback
 
 if TYPE_CHECKING:
     from recall_kit._heuristic import FastResult
@@ -65,14 +66,14 @@ async def _run_selector(
     candidates = [d for d in snapshot_docs() if d.ref not in exclude]
     started = time.perf_counter()
 
-    def fall_back(reason: str) -> RecallOutcome:
+    def fall_back(fallback: Fallback) -> RecallOutcome:
         return RecallOutcome(
             docs=gated,
             strategy="heuristic" if gated else "none",
             phase="refined",
             fast_ms=fast.elapsed_ms,
             model_ms=(time.perf_counter() - started) * 1000,
-            fallback_reason=reason,
+            fallback=fallback,
         )
 
     try:
@@ -81,17 +82,17 @@ async def _run_selector(
                 query, candidates, preferred=[s.doc for s in fast.ranked], fallback=gated
             )
     except TimeoutError:
-        return fall_back("safety_timeout")
+        return fall_back(Fallback("timeout", "safety_timeout"))
     except Exception:  # the selector promises not to raise; if it does, fall back all the same
         _log.warning("model selection failed; using the fast result", exc_info=True)
-        return fall_back("selector_error")
+        return fall_back(Fallback("selector_error", "selector_error"))
     return RecallOutcome(
         docs=tuple(d for d in selection.docs if d.ref not in exclude),
         strategy=selection.strategy,
         phase="refined",
         fast_ms=fast.elapsed_ms,
         model_ms=selection.latency_ms,
-        fallback_reason=selection.fallback_reason,
+        fallback=selection.fallback,
     )
 
 

@@ -13,10 +13,10 @@ from typing import Any, Sequence
 
 from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
-from recall_kit._chat import ChatFailure, ChatModelClient, ResponseMode, json_schema_format
+from recall_kit._chat import _ChatFailure, ChatModelClient, ResponseMode, json_schema_format
 from recall_kit.limits import MAX_MODEL_DOCS
 from recall_kit._config import DEFAULT_TIMEOUT_S
-from recall_kit._kinds import Strategy
+from recall_kit._kinds import Fallback, FallbackKind, Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 
 logger = logging.getLogger("recall_kit.selector")
@@ -43,9 +43,14 @@ class Selection:
     strategy: Strategy
     accepted: tuple[str, ...] = ()  # refs the model returned that passed validation
     rejected: tuple[tuple[str, str], ...] = ()  # (raw reference, reason)
-    fallback_reason: str | None = None
+    fallback: Fallback | None = None  # why the fallback documents were returned, if they were
     latency_ms: float = 0.0
     response_mode: str | None = None  # the response_format mode of the answered request
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """The fallback's one-line reason (as telemetry and ``--json`` report it), or None."""
+        return self.fallback.reason if self.fallback is not None else None
 
 
 def selection_messages(query: str, manifest: Manifest) -> list[dict[str, str]]:
@@ -99,14 +104,16 @@ class ModelSelector(ChatModelClient):
         started = time.perf_counter()
         mode: ResponseMode | None = None
 
-        def fall_back(reason: str, mode: str | None = None, rejected: tuple[tuple[str, str], ...] = ()) -> Selection:
+        def fall_back(
+            kind: FallbackKind, reason: str, mode: str | None = None, rejected: tuple[tuple[str, str], ...] = ()
+        ) -> Selection:
             reason = self._redact(reason)
             logger.debug("selector fell back: %s", reason)
             return Selection(
                 docs=tuple(fallback),
                 strategy="heuristic" if fallback else "none",
                 rejected=self._redact_refs(rejected),
-                fallback_reason=reason,
+                fallback=Fallback(kind, reason),
                 latency_ms=(time.perf_counter() - started) * 1000,
                 response_mode=mode,
             )
@@ -114,23 +121,23 @@ class ModelSelector(ChatModelClient):
         try:
             manifest = build_manifest(candidates, preferred)
             if not manifest.docs:
-                return fall_back("no candidates")
+                return fall_back("no_candidates", "no candidates")
             messages = selection_messages(query, manifest)
             text, mode = await self._chat.complete(
                 messages, lambda mode: _response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
             )
             raw = parse_answer(text)
-        except ChatFailure as failure:
-            return fall_back(failure.reason, failure.mode)
+        except _ChatFailure as failure:
+            return fall_back(failure.kind, failure.reason, failure.mode)
         except AnswerError as exc:
-            return fall_back(str(exc), mode)
+            return fall_back("unusable_answer", str(exc), mode)
         except Exception as exc:  # never raise into the caller; CancelledError is not an Exception
             logger.warning("selector error: %s", self._redact(repr(exc)))
-            return fall_back(f"unexpected {type(exc).__name__}")
+            return fall_back("selector_error", f"unexpected {type(exc).__name__}")
 
         verdict = validate_selection(raw, manifest.docs)
         if verdict.rejected and not verdict.accepted:
-            return fall_back("no valid reference in the answer", mode, verdict.rejected)
+            return fall_back("unusable_answer", "no valid reference in the answer", mode, verdict.rejected)
         return Selection(
             docs=verdict.docs,
             strategy="model",

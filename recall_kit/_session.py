@@ -9,10 +9,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from memory_store import MemoryDoc, RecallKitError
+from memory_store import MemoryDoc
 from recall_kit._handle import AbortSignal, FastResultBox, PrefetchHandle, wait_for_abort
 from recall_kit._pipeline import run_recall
-from recall_kit._kinds import ConsumePoint, Phase, Placement, Strategy
+from recall_kit._errors import SessionClosedError, UsageError
+from recall_kit._kinds import CANCEL_REASONS, CancelReason, ConsumePoint, DiscardReason, Phase, Placement, Strategy
 from recall_kit._render import render_memories
 from recall_kit.limits import bounded_prompt
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
@@ -35,7 +36,6 @@ class SessionParts(Protocol):
 _log = logging.getLogger("recall_kit")
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
-CANCEL_REASONS = frozenset({"new_query", "abort", "reset", "shutdown", "no_safe_delivery_point"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +81,7 @@ class RecallSession:
     def begin(self, query: str, *, abort: AbortSignal | None = None) -> None:
         """Start recall for a new user query and return at once (must run on the loop)."""
         if self._closed:
-            raise RecallKitError("begin() on a closed RecallSession")
+            raise SessionClosedError("begin() on a closed RecallSession")
         self.cancel("new_query")
         recaller = self.recaller
         handle = PrefetchHandle(next(self._handle_ids), bounded_prompt(query), FastResultBox(), query_chars=len(query))
@@ -111,15 +111,16 @@ class RecallSession:
             if handle is None or not handle.settled:
                 return None
             return self._deliver_settled(handle, "tool_result")
-        raise ValueError(f"unknown consume point {point!r}; use 'initial' or 'tool_result'")
+        raise UsageError(f"unknown consume point {point!r}; use 'initial' or 'tool_result'")
 
     def finish(self) -> None:
         """The turn ended with no further safe point: discard what is still pending."""
         self.cancel("no_safe_delivery_point")
 
-    def cancel(self, reason: str = "abort") -> None:
+    def cancel(self, reason: CancelReason = "abort") -> None:
+        """End the pending handle undelivered, for ``reason`` (one of ``CANCEL_REASONS``)."""
         if reason not in CANCEL_REASONS:
-            raise ValueError(f"unknown cancel reason {reason!r}; one of {sorted(CANCEL_REASONS)}")
+            raise UsageError(f"unknown cancel reason {reason!r}; one of {sorted(CANCEL_REASONS)}")
         if self._handle is not None:
             self._discard(self._handle, reason)
 
@@ -241,7 +242,7 @@ class RecallSession:
         if self._handle is handle:
             self._handle = None
 
-    def _discard(self, handle: PrefetchHandle, reason: str) -> None:
+    def _discard(self, handle: PrefetchHandle, reason: DiscardReason) -> None:
         if handle.ended:
             return
         was_settled = handle.settled
@@ -289,6 +290,6 @@ class RecallSession:
                 fast_ms=fast.elapsed_ms if fast else None,
                 model_ms=outcome.model_ms if outcome else None,
                 settled=settled,
-                fallback_reason=outcome.fallback_reason if outcome else None,
+                fallback=outcome.fallback if outcome else None,
             )
         )

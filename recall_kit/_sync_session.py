@@ -7,12 +7,12 @@ import concurrent.futures
 import threading
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
 
-from memory_store import RecallKitError
+from recall_kit._errors import SessionClosedError, UsageError
 from recall_kit._handle import AbortSignal
 from recall_kit._session import Delivery, RecallSession
 
 if TYPE_CHECKING:
-    from recall_kit._kinds import ConsumePoint
+    from recall_kit._kinds import CancelReason, ConsumePoint
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ class SyncRecallSession:
     def finish(self) -> None:
         self._call(self._session.finish)
 
-    def cancel(self, reason: str = "abort") -> None:
+    def cancel(self, reason: CancelReason = "abort") -> None:
         self._call(lambda: self._session.cancel(reason))
 
     def reset(self) -> None:
@@ -66,9 +66,9 @@ class SyncRecallSession:
     def close(self) -> None:
         """Cancel what is pending, wait for the session's tasks, stop and join the loop thread.
 
-        A call another thread still waits in is woken with RecallKitError."""
+        A call another thread still waits in is woken with SessionClosedError."""
         if threading.current_thread() is self._thread:
-            raise RecallKitError("SyncRecallSession.close() called from its own loop thread")
+            raise UsageError("SyncRecallSession.close() called from its own loop thread")
         with self._lock:
             if self._closed:
                 return
@@ -81,7 +81,7 @@ class SyncRecallSession:
             with self._lock:
                 stranded, self._waiting = self._waiting, set()
             for waiter in stranded:
-                _fail(waiter, RecallKitError("SyncRecallSession was closed while this call waited"))
+                _fail(waiter, SessionClosedError("SyncRecallSession was closed while this call waited"))
             self._loop.close()
 
     def __enter__(self) -> SyncRecallSession:
@@ -100,7 +100,7 @@ class SyncRecallSession:
         with self._lock:
             if self._closed:
                 getattr(awaitable, "close", lambda: None)()  # never started: no "never awaited" warning
-                raise RecallKitError("SyncRecallSession is closed")
+                raise SessionClosedError("SyncRecallSession is closed")
             # our own waiter, not the loop's future: close() can fail it once the loop is gone
             waiter: concurrent.futures.Future[object] = concurrent.futures.Future()
             self._waiting.add(waiter)
@@ -125,7 +125,7 @@ async def _as_coroutine(awaitable: Awaitable[T]) -> T:
 
 def _copy_outcome(done: concurrent.futures.Future[T], waiter: concurrent.futures.Future[object]) -> None:
     if done.cancelled():
-        _fail(waiter, RecallKitError("SyncRecallSession was closed while this call waited"))
+        _fail(waiter, SessionClosedError("SyncRecallSession was closed while this call waited"))
     elif (error := done.exception()) is not None:
         _fail(waiter, error)
     else:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Union
 
-from recall_kit._kinds import Phase, Strategy
+from recall_kit._kinds import DiscardReason, Fallback, Phase, Strategy
 
 _log = logging.getLogger("recall_kit.telemetry")
 
@@ -29,11 +29,21 @@ class RecallEvent:
     fast_ms: float | None
     model_ms: float | None  # None when there is no model stage or it never finished
     settled: bool
-    fallback_reason: str | None = None
+    fallback: Fallback | None = None  # why the model stage fell back, when it did
     kind: Literal["recall"] = field(default="recall", init=False)
 
+    @property
+    def fallback_reason(self) -> str | None:
+        """The fallback's one-line reason, or None."""
+        return self.fallback.reason if self.fallback is not None else None
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The event as plain JSON values (the fallback as its kind and reason)."""
+        data = asdict(self)
+        data.pop("fallback")
+        data["fallback_kind"] = self.fallback.kind if self.fallback is not None else None
+        data["fallback_reason"] = self.fallback_reason
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +54,7 @@ class DeliveryEvent:
     handle_id: int
     phase: Phase | None  # None for a discard before anything settled
     point: Point
-    reason: str | None  # the discard reason when point == "discarded"
+    reason: DiscardReason | None  # the discard reason when point == "discarded"
     strategy: Strategy
     docs: tuple[str, ...]  # refs delivered (or discarded)
     latency_ms: float  # since the handle's fired_at

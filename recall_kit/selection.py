@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from recall_kit._answer import AnswerError, Verdict, parse_answer, validate_selection
-from recall_kit._chat import RESPONSE_MODES, ChatFailure, ResponseMode, _message_content
+from recall_kit._chat import RESPONSE_MODES, _ChatFailure, ResponseMode, _message_content
 from recall_kit._manifest import Manifest, build_manifest, clear_line_cache
 from recall_kit._selector import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, _response_format, selection_messages
 
@@ -44,5 +44,5 @@ def answer_text(body: bytes) -> str:
     """The model's text in a chat-completions response body; AnswerError when the body holds none."""
     try:
         return _message_content(body)
-    except ChatFailure as failure:
+    except _ChatFailure as failure:
         raise AnswerError(failure.reason) from None

@@ -15,7 +15,7 @@ from recall_kit_bench._datasets import (
     write_eval_dataset,
     write_memory,
 )
-from recall_kit_bench._errors import BaselineUnavailable
+from recall_kit_bench._errors import BaselineUnavailable, DatasetError, HarnessError, PlotUnavailable
 from recall_kit_bench._evaluation import (
     BASELINE_TOP,
     Metrics,
@@ -63,6 +63,9 @@ from recall_kit_bench._turn_metrics import RefinementSummary, run_turns, turn_ou
 __all__ = [
     "BASELINE_TOP",
     "BaselineUnavailable",
+    "DatasetError",
+    "HarnessError",
+    "PlotUnavailable",
     "BlockingReport",
     "DATASET_SCOPE",
     "DeliveryBenchReport",
@@ -114,3 +117,9 @@ __all__ = [
     "write_eval_dataset",
     "write_memory",
 ]
+
+for _name in __all__:  # shown as recall_kit_bench.Name, where it is public
+    _value = globals()[_name]
+    if getattr(_value, "__module__", "").startswith("recall_kit_bench._"):
+        _value.__module__ = __name__
+del _name, _value

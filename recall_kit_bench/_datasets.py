@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import MemoryStore, Snapshot, format_memory, sidecar_path
+from recall_kit_bench._errors import DatasetError
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
 _QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})  # a queries.jsonl line's own keys; the rest is extra
@@ -44,30 +45,42 @@ def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> E
 
     ``enrichment``: True attaches the dataset's own sidecar when it has one
     (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
+    Raises DatasetError, naming the line, for a folder or a query line that is not as specified.
     """
     root = Path(path)
     memories = root / "memories"
     if not memories.is_dir() or not (root / "queries.jsonl").is_file():
-        raise FileNotFoundError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
+        raise DatasetError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
     if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
-        raise FileNotFoundError(f"enrichment sidecar not found: {enrichment}")
+        raise DatasetError(f"enrichment sidecar not found: {enrichment}")
     snapshot = _load_memories(memories, enrichment)
     queries = []
     with open(root / "queries.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            queries.append(
-                EvalQuery(
-                    id=str(item["id"]),
-                    query=item["query"],
-                    relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
-                    kind=str(item.get("kind", "")),
-                    extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
-                )
-            )
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                queries.append(_query(line, f"{root / 'queries.jsonl'}:{number}"))
     return EvalDataset(root, snapshot, tuple(queries))
+
+
+def _query(line: str, where: str) -> EvalQuery:
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise DatasetError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(item, dict):
+        raise DatasetError(f"{where}: a query line is a JSON object")
+    missing = [key for key in ("id", "query", "relevant") if key not in item]
+    if missing:
+        raise DatasetError(f"{where}: missing key {missing[0]!r}")
+    if not isinstance(item["query"], str) or not isinstance(item["relevant"], list):
+        raise DatasetError(f"{where}: 'query' must be a string and 'relevant' a list of paths")
+    return EvalQuery(
+        id=str(item["id"]),
+        query=item["query"],
+        relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
+        kind=str(item.get("kind", "")),
+        extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
+    )
 
 
 def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:

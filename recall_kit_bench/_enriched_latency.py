@@ -29,6 +29,7 @@ from memory_store import (
     write_enrichment,
 )
 from recall_kit import FastHeuristic
+from recall_kit_bench._errors import HarnessError
 from recall_kit_bench._evaluation import Percentiles, percentiles
 from recall_kit_bench._latency import (
     _FUNCTION_WORDS,
@@ -126,7 +127,7 @@ def read_generated_store(root: Path, *, enrichment: bool) -> Snapshot:
     with MemoryStore.open((ENRICHED_SCOPE, root), watch=False, enrichment=enrichment) as store:
         snapshot = store.snapshot()
     if snapshot.errors:
-        raise RuntimeError(f"generated store has load errors: {snapshot.errors[0].ref}: {snapshot.errors[0].reason}")
+        raise HarnessError(f"generated store has load errors: {snapshot.errors[0].ref}: {snapshot.errors[0].reason}")
     return snapshot
 
 

@@ -26,7 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from recall_kit import FastHeuristic, ModelSelector, Recaller
+from recall_kit import FastHeuristic, ModelSelector, Recaller, UsageError
+from recall_kit_bench._errors import HarnessError
 from recall_kit_bench._datasets import EvalDataset, EvalQuery, load_dataset
 from recall_kit_bench._evaluation import (
     Metrics,
@@ -70,7 +71,7 @@ class ScriptedServerProcess:
         self.base_url = self.process.stdout.readline().strip()
         if not self.base_url:
             self.stop()
-            raise RuntimeError("the scripted chat server did not start")
+            raise HarnessError("the scripted chat server did not start")
 
     def stop(self) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -256,6 +257,9 @@ async def _run(
         return runners[i % len(latencies)]
 
     try:
+        # one request per selector first, so each HTTP client and connection exists, as in a running agent:
+        # building a client loads the TLS trust store, which no recall of a warm agent pays for
+        await asyncio.gather(*(selector.select("warm up", docs[:1]) for selector in selectors))
         tool_free: list[ObservedTurn] = await _gather_limited(
             [partial(runner(i).run, q.query) for i, q in enumerate(queries)],
             min(concurrency, TOOL_FREE_CONCURRENCY), tick,
@@ -330,7 +334,7 @@ def run_lifecycle_bench(
     ``limit`` takes the first N queries; ``progress(done, total)`` is called after each turn.
     """
     if not latencies_ms:
-        raise ValueError("latencies_ms needs at least one latency")
+        raise UsageError("latencies_ms needs at least one latency")
     dataset = load_dataset(dataset_dir)
     if limit is not None:
         dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])

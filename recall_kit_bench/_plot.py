@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport
+from recall_kit_bench._errors import PlotUnavailable
 
 
 def plot_delivery(report: DeliveryBenchReport, path: str | Path) -> Path:
@@ -17,7 +18,7 @@ def plot_delivery(report: DeliveryBenchReport, path: str | Path) -> Path:
         matplotlib.use("Agg")  # no display: files only
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise RuntimeError(f"--plot needs the plot extra: pip install 'recall-kit[plot]' ({exc})") from None
+        raise PlotUnavailable(f"--plot needs the plot extra: pip install 'recall-kit[plot]' ({exc})") from None
     series: list[tuple[str, DeliveryReport]] = [("ours", report.delivery)]
     if report.unenriched is not None:
         series = [("ours, enriched", report.delivery), ("ours, unenriched", report.unenriched)]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recall_kit import Recaller
+from recall_kit import Recaller, UsageError
 from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit_bench._datasets import EvalQuery
 from recall_kit_bench._evaluation import Percentiles, QueryOutcome, percentiles
@@ -49,7 +49,7 @@ def turn_outcomes(queries: Sequence[EvalQuery], turns: Sequence[ObservedTurn], p
             return tuple(d.ref for d in turn.selection.docs) if turn.selection is not None else ()
         if part == "turn":
             return turn.initial_refs + turn.tool_refs
-        raise ValueError(f"unknown turn part {part!r}")
+        raise UsageError(f"unknown turn part {part!r}")
 
     return [QueryOutcome(q, refs(t), t.wait_ms, t.fast_ms) for q, t in zip(queries, turns)]
 

@@ -6,8 +6,10 @@ from typing import IO, Any
 
 import click
 
+from memory_store import RecallKitError, SkippedFile
 
-class InputError(click.ClickException):
+
+class InputError(RecallKitError, click.ClickException):
     """Bad input or configuration: one line on stderr, exit status 2."""
 
     exit_code = 2
@@ -18,7 +20,7 @@ class InputError(click.ClickException):
         echo(f"recall-kit: {clean(self.format_message())}", err=True)
 
 
-class ModelUnavailable(click.ClickException):
+class ModelUnavailable(RecallKitError, click.ClickException):
     """``--require-model`` and the model gave no answer: the fast result was shown, exit status 3."""
 
     exit_code = 3
@@ -40,12 +42,12 @@ def parse_number_list(text: str, option: str) -> list[float]:
     return values
 
 
-def error_ref(err: Any) -> str:
+def error_ref(err: SkippedFile) -> str:
     """A skipped file's ref; a root itself (missing, say) is named by its label alone, not label//path."""
     return err.scope if err.path.startswith("/") else err.ref
 
 
-def error_line(err: Any) -> str:
+def error_line(err: SkippedFile) -> str:
     """``ref: reason``, both cleaned; a missing root also shows its path."""
     from recall_kit_cli._output import clean
 

@@ -2,7 +2,12 @@
 
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply
 from recall_kit.testing.llama_server import LlamaServer, RealModelUnavailable, smollm2_gguf_path
-from recall_kit.testing.scripted_server import RecordedRequest, ScriptedChatServer
+from recall_kit.testing.scripted_server import (
+    RecordedRequest,
+    ScriptedChatServer,
+    ScriptedServerError,
+    ScriptedServerTimeout,
+)
 
 __all__ = [
     "LlamaServer",
@@ -12,5 +17,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ScriptedChatServer",
+    "ScriptedServerError",
+    "ScriptedServerTimeout",
     "smollm2_gguf_path",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from recall_kit._errors import UsageError
 from recall_kit._manifest import manifest_text
 
 ANSWER_KEY = "selected_memories"
@@ -193,5 +194,5 @@ def answer_text(reply: Reply, query: str, manifest_refs: Sequence[str], oracle: 
         case "prose_json":
             return f"Sure! Here is my selection:\n{json.dumps({ANSWER_KEY: chosen or first_two[:1]})}\nHope this helps."
         case _:
-            raise ValueError(f"reply kind {reply.kind!r} has no completion text")
+            raise UsageError(f"reply kind {reply.kind!r} has no completion text")
     return json.dumps(payload)

@@ -29,8 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from memory_store import RecallKitError
 from recall_kit._manifest import read_user_message
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply, answer_text
+
+class ScriptedServerError(RecallKitError, RuntimeError):
+    """The scripted chat server could not start."""
+
+
+class ScriptedServerTimeout(RecallKitError, TimeoutError):
+    """The requests a test waited for did not arrive in time."""
+
 
 ALL_RESPONSE_FORMATS = frozenset({"json_schema", "json_object", "text"})
 _MARKER = re.compile(r"\[\[scripted:([A-Za-z0-9_]+)\]\]")
@@ -122,7 +131,7 @@ class ScriptedChatServer:
         self._thread = threading.Thread(target=self._run, args=(ready,), name="scripted-chat-server", daemon=True)
         self._thread.start()
         if not ready.wait(10):
-            raise RuntimeError("scripted chat server did not start")
+            raise ScriptedServerError("scripted chat server did not start")
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -151,7 +160,7 @@ class ScriptedChatServer:
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
         with self._lock:
             if not self._lock.wait_for(lambda: len(self.requests) >= count, timeout):
-                raise TimeoutError(f"expected {count} requests, got {len(self.requests)}")
+                raise ScriptedServerTimeout(f"expected {count} requests, got {len(self.requests)}")
             return list(self.requests)
 
     # -- the server thread -------------------------------------------------------------------

@@ -111,23 +111,22 @@ def delivery(
         enriched_docs(dataset),
     )
     if plot is not None:
-        from recall_kit_bench import plot_delivery
+        from recall_kit_bench import HarnessError, plot_delivery
 
         try:
             plot_delivery(report, plot)
-        except (RuntimeError, OSError) as exc:
+        except (HarnessError, RuntimeError, OSError) as exc:  # matplotlib's own failures are RuntimeErrors
             raise InputError(f"--plot {plot}: {exc}") from None
     click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else delivery_table(report))
 
 
 def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
-    from recall_kit_bench import EvalDataset, load_dataset
+    from recall_kit_bench import DatasetError, EvalDataset, load_dataset
 
     try:
         dataset = load_dataset(dataset_dir, enrichment=enrichment)
-    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
-        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise InputError(f"{dataset_dir}: {detail}" if dataset_dir not in detail else detail) from None
+    except DatasetError as exc:
+        raise InputError(str(exc)) from None
     if limit is not None:
         dataset = EvalDataset(dataset.root, dataset.snapshot, dataset.queries[:limit])
     return dataset

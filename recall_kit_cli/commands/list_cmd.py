@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memory_store import LoadError, MemoryDoc
+from memory_store import SkippedFile, MemoryDoc
 from recall_kit_cli._format import error_line, error_ref
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
@@ -57,5 +57,5 @@ def doc_json(doc: MemoryDoc) -> dict[str, object]:
     }
 
 
-def error_json(err: LoadError) -> dict[str, str]:
+def error_json(err: SkippedFile) -> dict[str, str]:
     return {"ref": error_ref(err), "scope": err.scope, "path": err.path, "reason": err.reason}

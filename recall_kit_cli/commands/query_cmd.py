@@ -118,17 +118,18 @@ def _outcome(turn: ObservedTurn, config: SelectorConfig) -> tuple[str, bool]:
         if turn.initial is not None and turn.initial.phase == "refined":
             return "the model had already answered at the initial point (shown above)", True
         return f"no answer from the model within the {config.timeout:g} s timeout: {FALLBACK}", False
-    reason = selection.fallback_reason
-    if reason is None:
+    fallback = selection.fallback
+    if fallback is None:
         return (f"refined after {turn.settled_ms:.3f} ms (model {selection.latency_ms:.3f} ms): "
                 f"strategy {selection.strategy}, response mode {selection.response_mode or '-'}"), True
-    if reason.startswith("transport error: "):
+    reason = fallback.reason
+    if fallback.kind == "unreachable":
         return f"model unreachable ({reason.removeprefix('transport error: ')}): {FALLBACK}", False
-    if reason.startswith("deadline"):
+    if fallback.kind == "timeout":
         return f"model timed out ({reason}): {FALLBACK}", False
-    if reason.startswith("HTTP"):
+    if fallback.kind == "http_error":
         return f"model failed ({reason}): {FALLBACK}", False
-    if reason == "no candidates":
+    if fallback.kind == "no_candidates":
         return f"model not asked (no candidate memories): {FALLBACK}", False
     return f"model answer unusable ({reason}): {FALLBACK}", False
 

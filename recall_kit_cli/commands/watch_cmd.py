@@ -9,7 +9,7 @@ from typing import Sequence
 
 import click
 
-from memory_store import MemoryStore, MemoryStoreError, Snapshot
+from memory_store import DEFAULT_DEBOUNCE_MS, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit_cli._format import InputError, error_line
 from recall_kit_cli._output import clean, echo, echo_json, quiet_broken_pipe
 from recall_kit_cli._config_file import resolve_roots, root_option
@@ -37,9 +37,9 @@ def watch(roots: tuple[str, ...], as_json: bool, debounce_ms: float | None) -> N
     Example:
       recall-kit watch --root ~/memories
     """
-    options = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
+    debounce = DEFAULT_DEBOUNCE_MS if debounce_ms is None else debounce_ms
     try:
-        store = MemoryStore.open(*resolve_roots(roots).paths, watch=True, **options)
+        store = MemoryStore.open(*resolve_roots(roots).paths, watch=True, debounce_ms=debounce)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
     snapshots: queue.SimpleQueue[Snapshot] = queue.SimpleQueue()

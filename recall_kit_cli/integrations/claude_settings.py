@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_store import MemoryStoreError, atomic_write
+from memory_store import MemoryStoreError, RecallKitError, atomic_write
 
 HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
 TOOL_EVENTS = frozenset({"PostToolUse"})  # events whose entries carry a tool-name matcher
@@ -24,7 +24,7 @@ HOOK_TIMEOUT_S = 5  # Claude Code's own limit for our command; the hook gives up
 _MARKER = " hook claude-code"  # how an entry of ours is recognised on a later run
 
 
-class SettingsError(Exception):
+class SettingsError(RecallKitError):
     """The settings file cannot be read, parsed or written."""
 
 
@@ -52,7 +52,7 @@ def hook_command(roots: tuple[str, ...] | list[str], executable: str | None = No
 
 def merge_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
     """A copy of ``settings`` with one entry of ours per event (replacing older ones of ours)."""
-    merged = json.loads(json.dumps(settings))
+    merged: dict[str, Any] = json.loads(json.dumps(settings))
     hooks = merged.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise SettingsError("'hooks' in the settings file is not an object")

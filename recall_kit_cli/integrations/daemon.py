@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from memory_store import MemoryStoreError
+from memory_store import MemoryStoreError, RecallKitError
 from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
 from recall_kit_cli.integrations._runtime import RuntimePaths, private_folder
 from recall_kit.limits import MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
@@ -28,7 +28,7 @@ DEFAULT_SESSION_TTL_S = 6 * 3600.0  # an agent that died without SessionEnd leav
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
-class AlreadyRunning(Exception):
+class AlreadyRunning(RecallKitError):
     """Another daemon of this user holds the lock."""
 
 
@@ -63,7 +63,7 @@ class RecallDaemon:
         self.session_ttl_s = session_ttl_s
         self._selector_config = selector_config
         self._selector: ModelSelector | None = None
-        self._store_options = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
+        self._store_options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         self._conversations: dict[str, _Conversation] = {}

@@ -21,7 +21,7 @@ HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: Claude Code must n
 _CONNECT_POLL_S = (0.002, 0.005, 0.01, 0.02)  # back-off while an auto-started daemon binds
 
 
-class HookFailure(Exception):
+class _HookFailure(Exception):
     """Why this hook call printed nothing (logged, never shown to the agent)."""
 
 
@@ -34,7 +34,7 @@ def parse_roots(args: list[str]) -> list[str]:
         elif arg.startswith("--root="):
             roots.append(arg.split("=", 1)[1])
         else:
-            raise HookFailure(f"unknown argument {arg!r}")
+            raise _HookFailure(f"unknown argument {arg!r}")
     return [r for r in roots if r]
 
 
@@ -52,20 +52,20 @@ def run_claude_code(
     try:
         raw = (stdin or sys.stdin.buffer).read(HOOK_MAX_STDIN_BYTES + 1)
         if len(raw) > HOOK_MAX_STDIN_BYTES:
-            raise HookFailure(f"hook input over {HOOK_MAX_STDIN_BYTES} bytes")
+            raise _HookFailure(f"hook input over {HOOK_MAX_STDIN_BYTES} bytes")
         try:
             payload = json.loads(raw)
         except ValueError as exc:
-            raise HookFailure(f"hook input is not JSON ({exc})") from None
+            raise _HookFailure(f"hook input is not JSON ({exc})") from None
         if not isinstance(payload, dict):
-            raise HookFailure("hook input is not a JSON object")
+            raise _HookFailure("hook input is not a JSON object")
         event = str(payload.get("hook_event_name") or "?")
         answer = _handle(event, payload, parse_roots(args), paths, deadline, env)
         if answer is not None:
             out = stdout or sys.stdout
             out.write(json.dumps(answer, ensure_ascii=False))
             out.flush()
-    except (HookFailure, DaemonError, OSError) as exc:
+    except (_HookFailure, DaemonError, OSError) as exc:
         append_log(paths.hook_log, f"{event}: {exc}")
     except Exception as exc:  # recall must never break the agent
         append_log(paths.hook_log, f"{event}: unexpected {type(exc).__name__}: {exc}")
@@ -77,13 +77,13 @@ def _handle(
 ) -> dict[str, Any] | None:
     session = payload.get("session_id")
     if not isinstance(session, str) or not session:
-        raise HookFailure("hook input has no session_id")
+        raise _HookFailure("hook input has no session_id")
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return None
         if not roots:
-            raise HookFailure("no --root given to `recall-kit hook claude-code`")
+            raise _HookFailure("no --root given to `recall-kit hook claude-code`")
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         absolute = [os.path.abspath(os.path.join(cwd or os.getcwd(), os.path.expanduser(r))) for r in roots]
         # cut to what recall reads before the protocol's line limit can refuse it
@@ -100,7 +100,7 @@ def _handle(
     if event == "SessionEnd":
         _call(paths, [{"op": "close_session", "session": session}], deadline, env, autostart=False)
         return None
-    raise HookFailure(f"event {event!r} is not one recall handles")
+    raise _HookFailure(f"event {event!r} is not one recall handles")
 
 
 def _context(event: str, response: dict[str, Any]) -> dict[str, Any] | None:

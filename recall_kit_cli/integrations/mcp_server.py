@@ -193,4 +193,4 @@ def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = No
     anyio.run(run)
 
 
-__all__ = ["MemoryService", "RecallMCPServer", "ResourceError", "serve_stdio"]
+__all__ = ["MemoryService", "RecallMCPServer", "serve_stdio"]

@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memory_store import RecallKitError  # its errors module alone: cheap
 from recall_kit.limits import PROTOCOL_MAX_LINE_BYTES
 
 PROTOCOL_VERSION = 1
 
 
-class DaemonError(Exception):
+class DaemonError(RecallKitError):
     """The daemon could not be reached, timed out, or answered with an error."""
 
 
@@ -43,7 +44,7 @@ def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float
             sock.sendall(b"".join(json.dumps(m).encode("utf-8") + b"\n" for m in messages))
         except OSError as exc:
             raise DaemonError(f"cannot reach the daemon at {path}: {exc.strerror or exc}") from None
-        responses = []
+        responses: list[dict[str, Any]] = []
         buffer = b""
         while len(responses) < len(messages):
             remaining = deadline - time.monotonic()
