@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from memory_store._errors import MemoryStoreError as MemoryStoreError
     from memory_store._errors import RecallKitError as RecallKitError
     from memory_store._errors import StoreTimeoutError as StoreTimeoutError
+    from memory_store._errors import UnsafePathError as UnsafePathError
     from memory_store._types import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
     from memory_store._types import DeferredDoc as DeferredDoc
     from memory_store._types import Enrichment as Enrichment
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
     from memory_store._codec import decode_doc as decode_doc
     from memory_store._codec import encode_doc as encode_doc
     from memory_store._write import atomic_write as atomic_write
+    from memory_store._private import PRIVATE_FILE_MODE as PRIVATE_FILE_MODE
+    from memory_store._private import PRIVATE_FOLDER_MODE as PRIVATE_FOLDER_MODE
+    from memory_store._private import open_private as open_private
+    from memory_store._private import private_folder as private_folder
     from memory_store._write import file_lock as file_lock
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
@@ -60,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryStoreError": "memory_store._errors",
     "RecallKitError": "memory_store._errors",
     "StoreTimeoutError": "memory_store._errors",
+    "UnsafePathError": "memory_store._errors",
     "DEFAULT_MAX_BYTES": "memory_store._types",
     "DeferredDoc": "memory_store._types",
     "Enrichment": "memory_store._types",
@@ -90,6 +96,10 @@ _EXPORTS: dict[str, str] = {
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",
+    "PRIVATE_FILE_MODE": "memory_store._private",
+    "PRIVATE_FOLDER_MODE": "memory_store._private",
+    "open_private": "memory_store._private",
+    "private_folder": "memory_store._private",
     "file_lock": "memory_store._write",
 }
 __all__ = sorted(_EXPORTS)

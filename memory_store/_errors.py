@@ -31,3 +31,7 @@ class MemoryNotFoundError(MemoryStoreError, FileNotFoundError):
 
 class StoreTimeoutError(MemoryStoreError, TimeoutError):
     """A snapshot the caller waited for was not published in time."""
+
+
+class UnsafePathError(MemoryStoreError):
+    """A state, cache or run path another user could control, a symlink, or not a regular file."""
