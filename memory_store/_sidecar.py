@@ -51,6 +51,7 @@ class EnrichmentEntry:
 
     @property
     def enrichment(self) -> Enrichment:
+        """The entry's terms, as the Enrichment a doc carries."""
         return Enrichment(self.keywords, self.usage_scenarios)
 
 

@@ -122,6 +122,7 @@ class MemoryStore:
 
     @property
     def watching(self) -> bool:
+        """Whether a watcher keeps the snapshots current (False once closed or when opened with ``watch=False``)."""
         return self._watcher is not None and not self._closed
 
     def snapshot(self) -> Snapshot:

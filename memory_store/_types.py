@@ -72,6 +72,7 @@ class DeferredDoc(Generic[Source]):
 
     @property
     def built(self) -> bool:
+        """Whether the doc has been built (by ``load()``) yet."""
         return self._doc is not None
 
     def load(self) -> MemoryDoc:
@@ -137,6 +138,7 @@ class SkippedFile:
 
     @property
     def ref(self) -> str:
+        """``scope/path``, as a MemoryDoc's ref (``path`` is absolute when it is not known relative to the root)."""
         return f"{self.scope}/{self.path}"
 
 

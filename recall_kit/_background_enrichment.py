@@ -62,6 +62,8 @@ class BackgroundEnrichment:
         self._closed = False
 
     def start(self) -> "BackgroundEnrichment":
+        """Start the thread and follow the store: what it holds now, then each new snapshot; returns self.
+        BackgroundError when the thread does not start."""
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="recall-kit-enrich", daemon=True)
         self._thread.start()
@@ -73,6 +75,7 @@ class BackgroundEnrichment:
 
     @property
     def running(self) -> bool:
+        """Whether the enrichment thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
     def close(self, timeout: float = 10.0) -> None:

@@ -264,6 +264,7 @@ class ChatModelClient:
 
     @classmethod
     def from_config(cls, config: SelectorConfig) -> Self:
+        """A client of ``config``'s endpoint; ConfigError when it lacks a base URL or a model."""
         if not config.configured:
             raise ConfigError(
                 f"{cls.unconfigured} (missing {' and '.join(config.missing())}): set "

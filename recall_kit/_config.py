@@ -44,6 +44,7 @@ class SelectorConfig:
         return display_url(self.base_url)
 
     def missing(self) -> list[str]:
+        """The settings ``configured`` needs that are unset: "base URL", "model", both or neither."""
         return [name for name, v in (("base URL", self.base_url), ("model", self.model)) if not v]
 
 

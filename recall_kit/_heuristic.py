@@ -40,9 +40,11 @@ class FastResult:
 class SnapshotSource(Protocol):
     """What a heuristic can follow: a store, or anything that serves snapshots and change events."""
 
-    def snapshot(self) -> Snapshot: ...
+    def snapshot(self) -> Snapshot:
+        """The current snapshot, without blocking."""
 
-    def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]: ...
+    def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
+        """Call ``callback(snapshot)`` after each new snapshot; returns an unsubscribe function."""
 
 
 class FastHeuristic:

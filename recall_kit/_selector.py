@@ -90,6 +90,7 @@ class ModelSelector(ChatModelClient):
 
     @property
     def endpoint(self) -> tuple[str, str]:
+        """``(base_url, model)``: the endpoint this selector asks."""
         return self._chat.endpoint
 
     async def select(

@@ -52,6 +52,7 @@ class Delivery:
 
     @property
     def refs(self) -> tuple[str, ...]:
+        """The refs of ``docs``, in order."""
         return tuple(d.ref for d in self.docs)
 
 
@@ -74,6 +75,7 @@ class RecallSession:
 
     @property
     def pending(self) -> bool:
+        """Whether a recall has begun and is neither delivered in full nor discarded yet."""
         return self._handle is not None
 
     # --- lifecycle -------------------------------------------------------------------------

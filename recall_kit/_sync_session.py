@@ -42,25 +42,32 @@ class SyncRecallSession:
 
     @property
     def surfaced_paths(self) -> frozenset[str]:
+        """RecallSession.surfaced_paths, from any thread."""
         return self._call(lambda: self._session.surfaced_paths)
 
     @property
     def pending(self) -> bool:
+        """RecallSession.pending, from any thread."""
         return self._call(lambda: self._session.pending)
 
     def begin(self, query: str, *, abort: AbortSignal | None = None) -> None:
+        """RecallSession.begin, from any thread."""
         self._call(lambda: self._session.begin(query, abort=abort))
 
     def consume(self, point: ConsumePoint = "initial") -> Delivery | None:
+        """RecallSession.consume, from any thread; the caller blocks while it waits."""
         return self._await(self._session.consume(point))
 
     def finish(self) -> None:
+        """RecallSession.finish, from any thread."""
         self._call(self._session.finish)
 
     def cancel(self, reason: CancelReason = "abort") -> None:
+        """RecallSession.cancel, from any thread."""
         self._call(lambda: self._session.cancel(reason))
 
     def reset(self) -> None:
+        """RecallSession.reset, from any thread."""
         self._call(self._session.reset)
 
     def close(self) -> None:

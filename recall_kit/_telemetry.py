@@ -62,6 +62,7 @@ class DeliveryEvent:
     kind: Literal["delivery"] = field(default="delivery", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as plain JSON values (``docs`` as a list)."""
         data = asdict(self)
         data["docs"] = list(self.docs)
         return data
@@ -82,6 +83,7 @@ class EnrichEvent:
     kind: Literal["enrich"] = field(default="enrich", init=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as plain JSON values."""
         return asdict(self)
 
 
@@ -89,7 +91,10 @@ Event = Union[RecallEvent, DeliveryEvent, EnrichEvent]
 
 
 class Sink(Protocol):
-    def emit(self, event: Event) -> None: ...
+    """Where Telemetry sends events: anything with ``emit(event)`` (and, if it holds a resource, ``close()``)."""
+
+    def emit(self, event: Event) -> None:
+        """Record one event (Telemetry logs and skips a sink that raises)."""
 
 
 class LoggingSink:
@@ -100,6 +105,7 @@ class LoggingSink:
         self.level = level
 
     def emit(self, event: Event) -> None:
+        """Log the event as one ``kind key=value ...`` line, when the logger is enabled for the level."""
         if self.logger.isEnabledFor(self.level):
             fields = " ".join(f"{k}={v!r}" for k, v in event.to_dict().items() if k != "kind")
             self.logger.log(self.level, "%s %s", event.kind, fields)
@@ -114,11 +120,13 @@ class JsonLinesSink:
         self._lock = threading.Lock()
 
     def emit(self, event: Event) -> None:
+        """Append the event as one JSON line (the file is line-buffered: it is written at once)."""
         line = json.dumps(event.to_dict(), ensure_ascii=False)
         with self._lock:
             self._file.write(line + "\n")
 
     def close(self) -> None:
+        """Close the file."""
         with self._lock:
             self._file.close()
 
@@ -130,6 +138,7 @@ class CallbackSink:
         self.callback = callback
 
     def emit(self, event: Event) -> None:
+        """Call the callback with the event."""
         self.callback(event)
 
 
@@ -140,6 +149,7 @@ class Telemetry:
         self.sinks: list[Sink] = [s if hasattr(s, "emit") else CallbackSink(s) for s in sinks]
 
     def emit(self, event: Event) -> None:
+        """Send the event to every sink in turn; a sink that raises is logged and skipped."""
         for sink in self.sinks:
             try:
                 sink.emit(event)
@@ -147,6 +157,7 @@ class Telemetry:
                 _log.warning("telemetry sink %r failed", sink, exc_info=True)
 
     def close(self) -> None:
+        """Close every sink that has a ``close()``; one that raises is logged and skipped."""
         for sink in self.sinks:
             close = getattr(sink, "close", None)
             if close is not None:

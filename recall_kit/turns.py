@@ -55,14 +55,17 @@ class ObservedTurn:
 
     @property
     def initial_refs(self) -> tuple[str, ...]:
+        """The refs delivered at the initial point."""
         return self.initial.refs if self.initial is not None else ()
 
     @property
     def tool_refs(self) -> tuple[str, ...]:
+        """The refs delivered at the first tool-result point."""
         return self.tool_result.refs if self.tool_result is not None else ()
 
     @property
     def fast_ms(self) -> float:
+        """How long the fast stage took, 0.0 when it recorded no result."""
         return self.fast.elapsed_ms if self.fast is not None else 0.0
 
     @property

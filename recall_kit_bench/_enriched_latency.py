@@ -140,6 +140,7 @@ class HeadSize:
 
     @staticmethod
     def of(snapshot: Snapshot) -> HeadSize:
+        """The averages over ``snapshot``'s memories, their enrichment terms included."""
         words = chars = 0
         for doc in snapshot.docs.values():
             enrichment = doc.enrichment or Enrichment()
@@ -174,6 +175,7 @@ class EnrichedLatencyRow:
         return self.head_enriched.words / self.head_plain.words if self.head_plain.words else 0.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON object: head sizes, then the unenriched and enriched costs side by side."""
         return {
             "docs": self.docs,
             "enriched_docs": self.enriched_docs,

@@ -48,6 +48,7 @@ class Metrics:
     delivered_docs: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The metrics as a JSON object, one key per field."""
         return asdict(self)
 
 
@@ -76,6 +77,7 @@ def run(
 
 
 def metrics(outcomes: Iterable[QueryOutcome]) -> Metrics:
+    """The delivery metrics over ``outcomes``; a share is None when no query counts toward it."""
     outcomes = list(outcomes)
     answerable = [o for o in outcomes if o.query.relevant]
     negatives = [o for o in outcomes if not o.query.relevant]
@@ -94,6 +96,7 @@ def metrics(outcomes: Iterable[QueryOutcome]) -> Metrics:
 
 
 def metrics_by_kind(outcomes: Iterable[QueryOutcome]) -> dict[str, Metrics]:
+    """``metrics`` per query kind, in the kinds' sorted order."""
     groups: dict[str, list[QueryOutcome]] = {}
     for outcome in outcomes:
         groups.setdefault(outcome.query.kind, []).append(outcome)
@@ -106,6 +109,7 @@ def fold_of(query_id: str, folds: int) -> int:
 
 
 def metrics_by_fold(outcomes: Iterable[QueryOutcome], folds: int = 5) -> list[Metrics]:
+    """``metrics`` per fold (see ``fold_of``), fold 0 first."""
     groups: list[list[QueryOutcome]] = [[] for _ in range(folds)]
     for outcome in outcomes:
         groups[fold_of(outcome.query.id, folds)].append(outcome)
@@ -121,6 +125,7 @@ class Percentiles:
     max: float
 
     def as_dict(self) -> dict[str, float]:
+        """p50, p99 and max as a JSON object."""
         return {"p50": self.p50, "p99": self.p99, "max": self.max}
 
     def head(self) -> dict[str, float]:

@@ -38,6 +38,7 @@ class LatencyRow:
     build_s: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON object (``baseline_ms`` as ``rank_bm25_ms``)."""
         return {
             "docs": self.docs,
             "fast_ms": self.fast_ms.as_dict(),

@@ -74,6 +74,7 @@ class ScriptedServerProcess:
             raise HarnessError("the scripted chat server did not start")
 
     def stop(self) -> None:
+        """End the child by closing its stdin (killed if it outlives 10 s), and close its stdout."""
         assert self.process.stdin is not None and self.process.stdout is not None
         if self.process.poll() is None:
             self.process.stdin.close()
@@ -101,6 +102,7 @@ class ToolFreeReport:
     by_latency: dict[str, Metrics]  # by the model latency the query got, in ms
 
     def as_dict(self) -> dict[str, Any]:
+        """The overall metrics as a JSON object, with the initial phases and the metrics by kind and by latency."""
         return {
             **self.overall.as_dict(),
             "initial_phase": self.initial_phase,
@@ -120,6 +122,7 @@ class ToolUsingReport:
     by_latency: dict[str, Metrics]  # the whole turn, by model latency
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON object, one key per field."""
         return {
             "initial": self.initial.as_dict(),
             "first_tool_result": self.first_tool_result.as_dict(),
@@ -139,6 +142,7 @@ class BlockingReport:
     by_latency: dict[str, Metrics]
 
     def as_dict(self) -> dict[str, Any]:
+        """The overall metrics as a JSON object, with the deadline, the added latency and the metrics by latency."""
         return {
             "deadline_ms": self.deadline_ms,
             "added_latency_ms": self.added_latency_ms.as_dict(),
@@ -168,6 +172,7 @@ class LifecycleReport:
     blocking: BlockingReport
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON object, one key per field."""
         return {
             "queries": self.queries,
             "latencies_ms": list(self.latencies_ms),

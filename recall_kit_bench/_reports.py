@@ -33,6 +33,7 @@ class Spread:
 
     @classmethod
     def of(cls, values: Sequence[float | None]) -> Spread:
+        """The spread of the ``values`` that are not None."""
         present = [v for v in values if v is not None]
         return cls(min(present), max(present)) if present else cls(None, None)
 
@@ -57,6 +58,7 @@ class DeliveryReport:
 
     @classmethod
     def of(cls, dataset: EvalDataset, outcomes: Sequence[QueryOutcome]) -> DeliveryReport:
+        """The report on the ``outcomes`` of ``dataset``'s queries, with the spread of each metric over the folds."""
         folds = metrics_by_fold(outcomes, FOLDS)
         return cls(
             dataset=str(dataset.root),
@@ -86,6 +88,7 @@ class DeliveryReport:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The overall metrics as a JSON object, with the rest of the report but ``waits_ms`` (``fast_ms``: p50, p99)."""
         data: dict[str, Any] = {"dataset": self.dataset, "docs": self.docs, **self.overall.as_dict()}
         data["by_kind"] = _by_kind_dict(self.by_kind)
         if self.folds is not None:
@@ -113,6 +116,7 @@ class RefinedReport:
 
     @classmethod
     def of(cls, dataset: EvalDataset, turns: Sequence[ObservedTurn], endpoint: str) -> RefinedReport:
+        """The report on the tool-using ``turns`` of ``dataset``'s queries, run against ``endpoint``."""
         refined = turn_outcomes(dataset.queries, turns, "refined")
         return cls(
             endpoint=endpoint,
@@ -124,6 +128,7 @@ class RefinedReport:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The refined metrics as a JSON object, with the rest of the report and the summary's keys."""
         return {
             **self.refined.as_dict(),
             "by_kind": _by_kind_dict(self.by_kind),
@@ -148,6 +153,7 @@ class DeliveryBenchReport:
     enriched_docs: int = 0
 
     def as_dict(self) -> dict[str, Any]:
+        """The delivery report's JSON object, with the enrichment, each other report that ran, and the baseline."""
         data = self.delivery.as_dict()
         data["enrichment"] = {"sidecar": self.sidecar, "enriched_docs": self.enriched_docs}
         if self.unenriched is not None:

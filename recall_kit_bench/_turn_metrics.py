@@ -70,6 +70,7 @@ class RefinementSummary:
 
     @classmethod
     def of(cls, turns: Sequence[ObservedTurn]) -> RefinementSummary:
+        """The summary of ``turns``: their selections, settle times and initial phases."""
         selections = [t.selection for t in turns if t.selection is not None]
         return cls(
             model_ms=percentiles([s.latency_ms for s in selections]),
@@ -84,6 +85,7 @@ class RefinementSummary:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The summary as a JSON object, one key per field."""
         return {
             "model_ms": self.model_ms.as_dict(),
             "settled_ms": self.settled_ms.as_dict(),

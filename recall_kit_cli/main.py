@@ -6,6 +6,7 @@ import sys
 
 
 def main() -> None:
+    """Run `recall-kit`: the Claude Code hook without loading click or the engine, any other command through click."""
     if sys.argv[1:3] == ["hook", "claude-code"] and not {"-h", "--help"} & set(sys.argv[3:]):
         # runs on every prompt and tool call: no click, no other command, no engine
         from recall_kit_cli.integrations.hook import run_claude_code

@@ -29,64 +29,79 @@ class Reply:
     latency_ms: float | None = None  # None: the server's latency profile
 
     def after(self, latency_ms: float) -> "Reply":
+        """The same reply, answered after ``latency_ms`` instead of the server's latency profile."""
         return replace(self, latency_ms=latency_ms)
 
     # -- answers with a chat completion -------------------------------------------------------
     @classmethod
     def select(cls, *refs: str) -> "Reply":
+        """A completion selecting exactly ``refs``."""
         return cls("select", refs=refs)
 
     @classmethod
     def oracle(cls) -> "Reply":
+        """A completion selecting the oracle's relevant refs for the query (none without an oracle)."""
         return cls("oracle")
 
     @classmethod
     def empty(cls) -> "Reply":
+        """A completion selecting nothing."""
         return cls("select")
 
     @classmethod
     def hallucinated(cls, valid: int = 0) -> "Reply":
+        """A completion selecting ``valid`` manifest refs, then refs that are in no manifest."""
         return cls("hallucinated", count=valid)
 
     @classmethod
     def traversal(cls, valid: int = 0) -> "Reply":
+        """A completion selecting ``valid`` manifest refs, then refs escaping the root (``../../etc/passwd``, ...)."""
         return cls("traversal", count=valid)
 
     @classmethod
     def duplicates(cls) -> "Reply":
+        """A completion selecting the first two manifest refs, each twice."""
         return cls("duplicates")
 
     @classmethod
     def too_many(cls, n: int = 8) -> "Reply":
+        """A completion selecting the first ``n`` manifest refs (by default more than a selection may hold)."""
         return cls("too_many", count=n)
 
     @classmethod
     def wrong_types(cls) -> "Reply":
+        """A completion whose list holds a number, null, an object and a list instead of refs."""
         return cls("wrong_types")
 
     @classmethod
     def non_json(cls) -> "Reply":
+        """A completion in prose, with no JSON in it."""
         return cls("non_json")
 
     @classmethod
     def truncated_json(cls) -> "Reply":
+        """A completion whose JSON is cut off before its end."""
         return cls("truncated_json")
 
     @classmethod
     def code_fence(cls, *refs: str) -> "Reply":
+        """The answer's JSON inside a Markdown code fence: ``refs``, else the oracle's, else the first manifest ref."""
         return cls("code_fence", refs=refs)
 
     @classmethod
     def prose_json(cls, *refs: str) -> "Reply":
+        """The answer's JSON between lines of prose: ``refs``, else the oracle's, else the first manifest ref."""
         return cls("prose_json", refs=refs)
 
     @classmethod
     def content(cls, text: str) -> "Reply":
+        """A completion whose message content is exactly ``text``."""
         return cls("content", message=text)
 
     # -- answers without a usable completion --------------------------------------------------
     @classmethod
     def error(cls, status: int, message: str = "scripted error", retry_after: float | str | None = None) -> "Reply":
+        """An error ``status`` with body ``{"error": {"message": message}}`` and, when given, a Retry-After header."""
         after = None if retry_after is None else str(retry_after)
         return cls("error", status=status, message=message, retry_after=after)
 
@@ -97,22 +112,27 @@ class Reply:
 
     @classmethod
     def reject_json_schema(cls) -> "Reply":
+        """A 400 refusing ``response_format`` type json_schema, as a server without it answers."""
         return cls.error(400, "response_format type json_schema is not supported")
 
     @classmethod
     def rate_limited(cls, retry_after: float | str | None = 1) -> "Reply":
+        """A 429 whose Retry-After header is ``retry_after`` (no header when None)."""
         return cls.error(429, "rate limited", retry_after)
 
     @classmethod
     def malformed_body(cls) -> "Reply":
+        """A 200 whose body is HTML, not a completion."""
         return cls("malformed_body")
 
     @classmethod
     def reset(cls) -> "Reply":
+        """No answer: the connection is reset (TCP RST)."""
         return cls("reset")
 
     @classmethod
     def hang(cls) -> "Reply":
+        """No answer: the request is held until the client hangs up or the server stops."""
         return cls("hang")
 
     @classmethod

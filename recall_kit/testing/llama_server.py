@@ -74,9 +74,13 @@ class LlamaServer:
 
     @property
     def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ``http://127.0.0.1:<port>/v1`` (the port is chosen by ``start()``)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> "LlamaServer":
+        """Launch the server on a free port and wait until it answers ``/models``; returns self.
+        RealModelUnavailable when llama-cpp-python or the GGUF is missing, or the server exits or is not ready
+        in ``startup_timeout`` seconds."""
         if importlib.util.find_spec("llama_cpp") is None:
             raise RealModelUnavailable(f"llama-cpp-python is missing; {INSTALL_HINT}")
         model_path = self.model_path or smollm2_gguf_path()
@@ -118,6 +122,7 @@ class LlamaServer:
         return self._log.read().decode("utf-8", "replace")
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the server (killed if it outlives ``timeout`` seconds) and drop its output; safe to call twice."""
         process, self._process = self._process, None
         log, self._log = self._log, None
         if log is not None:

@@ -65,14 +65,17 @@ class RecordedRequest:
 
     @property
     def response_format(self) -> dict[str, Any] | None:
+        """The request's ``response_format`` object, or None."""
         return self.body.get("response_format") if isinstance(self.body, dict) else None
 
     @property
     def response_format_type(self) -> str:
+        """The ``response_format`` type asked for; "text" when none is."""
         return str((self.response_format or {}).get("type", "text"))
 
     @property
     def user_message(self) -> str:
+        """The content of the last user message, or "" when there is none."""
         messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
         users = [m.get("content", "") for m in messages if m.get("role") == "user"]
         return users[-1] if users else ""
@@ -124,9 +127,12 @@ class ScriptedChatServer:
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ``http://127.0.0.1:<port>/v1`` (the port is chosen by ``start()``)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> "ScriptedChatServer":
+        """Serve on a free loopback port from a thread of its own; returns self.
+        ScriptedServerError when it does not start in 10 s."""
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="scripted-chat-server", daemon=True)
         self._thread.start()
@@ -158,6 +164,8 @@ class ScriptedChatServer:
             self._queue.extend(replies)
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
+        """Every request recorded so far, once there are at least ``count``.
+        ScriptedServerTimeout after ``timeout`` seconds."""
         with self._lock:
             if not self._lock.wait_for(lambda: len(self.requests) >= count, timeout):
                 raise ScriptedServerTimeout(f"expected {count} requests, got {len(self.requests)}")

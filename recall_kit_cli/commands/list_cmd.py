@@ -46,6 +46,7 @@ def list_memories(roots: tuple[str, ...], as_json: bool) -> None:
 
 
 def doc_json(doc: MemoryDoc) -> dict[str, object]:
+    """A memory as `list --json` shows it: ref, scope, path, type, name, description and keywords."""
     return {
         "ref": doc.ref,
         "scope": doc.scope,
@@ -58,4 +59,5 @@ def doc_json(doc: MemoryDoc) -> dict[str, object]:
 
 
 def error_json(err: SkippedFile) -> dict[str, str]:
+    """A skipped file as `list --json` shows it: ref, scope, path and reason."""
     return {"ref": error_ref(err), "scope": err.scope, "path": err.path, "reason": err.reason}

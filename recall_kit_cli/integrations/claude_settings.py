@@ -30,6 +30,8 @@ class SettingsError(RecallKitError):
 
 @dataclass(frozen=True, slots=True)
 class InstallResult:
+    """What an install did or, in a dry run, would do: the settings file, whether it changes, the diff, the backup."""
+
     path: Path
     changed: bool
     diff: str
@@ -37,12 +39,14 @@ class InstallResult:
 
 
 def settings_path(scope: str, cwd: Path | None = None) -> Path:
+    """Claude Code's settings file: the project's (under ``cwd``) for scope "project", else the user's."""
     if scope == "project":
         return (cwd or Path.cwd()) / ".claude" / "settings.json"
     return Path.home() / ".claude" / "settings.json"
 
 
 def hook_command(roots: tuple[str, ...] | list[str], executable: str | None = None) -> str:
+    """The shell command of our hook entries: this recall-kit's ``hook claude-code`` with each root made absolute."""
     exe = executable or _recall_kit_executable()
     parts = [exe, "hook", "claude-code"]
     for root in roots:
@@ -84,6 +88,8 @@ def merge_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
 def install_claude_code(
     scope: str, roots: tuple[str, ...], *, dry_run: bool = False, cwd: Path | None = None
 ) -> InstallResult:
+    """Merge our hook entries into the settings file of ``scope`` and, unless ``dry_run`` or nothing changes,
+    write it, keeping the old file as ``settings.json.bak``. SettingsError when it cannot be read, parsed or written."""
     path = settings_path(scope, cwd)
     try:
         old_text = path.read_text(encoding="utf-8")

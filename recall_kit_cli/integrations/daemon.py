@@ -94,6 +94,8 @@ class RecallDaemon:
         self.paths.socket.unlink(missing_ok=True)
 
     async def run(self, on_ready: Callable[[], None]) -> None:
+        """Serve on the socket until SIGTERM, SIGINT or the idle timeout, then close every session and store.
+        Takes the lock first unless ``acquire()`` did; ``on_ready()`` is called once the socket listens."""
         if self._lock_fd is None:
             self.acquire()
         loop = asyncio.get_running_loop()
@@ -371,6 +373,7 @@ def run_daemon(daemon: RecallDaemon, on_ready: Callable[[], None]) -> str:
 
 
 def status_line(paths: RuntimePaths) -> str:
+    """The JSON line `serve` prints once it is ready: its pid and socket."""
     return json.dumps({"ready": True, "pid": os.getpid(), "socket": str(paths.socket)})
 
 

@@ -37,6 +37,7 @@ class MemoryService:
         self._session: RecallSession | None = None
 
     async def aclose(self) -> None:
+        """Close the session, if one began, then the Recaller (its store, index and selector)."""
         if self._session is not None:
             await self._session.close()
         await self.recaller.aclose()
@@ -44,6 +45,8 @@ class MemoryService:
     # --- tools ----------------------------------------------------------------------------
 
     def search(self, query: str, limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` best-ranked memories for ``query``: ref, name, description, type and score.
+        ValueError when ``limit`` is not between 1 and MAX_SEARCH_LIMIT."""
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
         ranked, _evidence, _scanned = self.heuristic.rank(bounded_prompt(query))
@@ -72,6 +75,7 @@ class MemoryService:
         return self.store.resolve(ref)
 
     async def recall(self, prompt: str) -> str:
+        """Begin recall for ``prompt`` in the service's session; the initial point's delivery, rendered ("" for none)."""
         if self._session is None:
             self._session = self.recaller.session()
         self._session.begin(prompt)
@@ -88,6 +92,7 @@ class MemoryService:
         overwrite: bool,
         root: str | None,
     ) -> dict[str, Any]:
+        """Save a memory in ``root``, else the first, via ``MemoryRoot.save``; its ref, path and ``overwritten``."""
         files = self.store.root(root or self.store.roots[0][0])  # the first root by default
         saved = files.save(
             name=name, description=description, type=type, body=body, keywords=keywords or (), overwrite=overwrite
@@ -179,6 +184,7 @@ _INSTRUCTIONS = (
 
 
 def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = None, use_cache: bool = True) -> None:
+    """Serve the tools and resources for ``roots`` to one MCP client over stdio, until it disconnects."""
     import anyio
 
     service = MemoryService(roots, selector_config, use_cache=use_cache)
