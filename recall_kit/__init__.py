@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from memory_store import MemoryStoreError as MemoryStoreError
     from memory_store import RecallKitError as RecallKitError
     from recall_kit._background_enrichment import BackgroundEnrichment as BackgroundEnrichment
+    from recall_kit._cache_file import CACHE_DIR_ENV as CACHE_DIR_ENV
+    from recall_kit._cache_file import default_cache_dir as default_cache_dir
+    from recall_kit._config import CONFIG_FILE_NAME as CONFIG_FILE_NAME
     from recall_kit._config import SelectorConfig as SelectorConfig
     from recall_kit._config import load_selector_config as load_selector_config
     from recall_kit._config import read_config_toml as read_config_toml
@@ -118,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "SelectorConfig": "recall_kit._config",
     "load_selector_config": "recall_kit._config",
     "read_config_toml": "recall_kit._config",
+    "CONFIG_FILE_NAME": "recall_kit._config",
     "Enricher": "recall_kit._enricher",
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",
@@ -127,6 +131,8 @@ _EXPORTS: dict[str, str] = {
     "open_watched": "recall_kit._open",
     "IndexedStore": "recall_kit._open",
     "WatchedStore": "recall_kit._open",
+    "default_cache_dir": "recall_kit._cache_file",
+    "CACHE_DIR_ENV": "recall_kit._cache_file",
     # rendering and telemetry
     "render_memories": "recall_kit._render",
     "BODY_BUDGET": "recall_kit.limits",

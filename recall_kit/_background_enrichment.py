@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from memory_store import MemoryDoc, MemoryStoreError, Snapshot
+from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit._errors import BackgroundError, UsageError
 from recall_kit._enricher import Enricher, EnrichmentResult, needs_enrichment
 from recall_kit._telemetry import EnrichEvent, Telemetry
@@ -34,14 +34,14 @@ class BackgroundEnrichment:
 
     def __init__(
         self,
-        store: Any,
+        store: MemoryStore,
         enricher: Enricher,
         *,
         telemetry: Telemetry | None = None,
         calls_per_minute: float = DEFAULT_CALLS_PER_MINUTE,
         retry_failed_after_s: float = RETRY_FAILED_AFTER_S,
     ) -> None:
-        if not all(hasattr(store, name) for name in ("subscribe", "snapshot", "roots", "record_enrichment")):
+        if not isinstance(store, MemoryStore):  # a Snapshot, say: nothing to follow or write into
             raise UsageError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
         if not calls_per_minute > 0:
             raise UsageError(f"calls_per_minute must be positive, got {calls_per_minute!r}")

@@ -24,15 +24,12 @@ from memory_store import (
 from recall_kit._answer import AnswerError, decode_object
 from recall_kit._chat import ChatEndpoint, ChatModelClient, _ChatFailure, ResponseMode, json_schema_format
 from recall_kit._text import one_line
+from recall_kit.limits import MAX_ENRICH_BODY_CHARS, MAX_ENRICH_FIELD_CHARS, MAX_ENRICH_TOKENS, MAX_KEYWORD_WORDS
 
 logger = logging.getLogger("recall_kit.enricher")
 
 KEYWORDS_KEY = "keywords"
 SCENARIOS_KEY = "usage_scenarios"
-MAX_ENRICH_TOKENS = 400  # 20 short keys and 3 requests fit in ~300 tokens; the cap stops a small model's runaway output
-MAX_PROMPT_BODY_CHARS = 4_000  # the head of a long body says what it is about
-MAX_FIELD_CHARS = 300  # of the title and description shown to the model
-MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
 
 SYSTEM_PROMPT = f"""You write search keys for one saved memory of an AI assistant, so that it is found later by requests worded differently from the memory.
 You get the memory: its type, title, description, existing keywords and body.
@@ -103,13 +100,13 @@ def memory_message(doc: MemoryDoc) -> str:
     """The memory as the model reads it: one line per field, then the head of the body."""
     keywords = ", ".join(doc.keywords[:MAX_KEYWORDS])
     body = doc.body.strip()
-    if len(body) > MAX_PROMPT_BODY_CHARS:
-        body = body[:MAX_PROMPT_BODY_CHARS] + " …"
+    if len(body) > MAX_ENRICH_BODY_CHARS:
+        body = body[:MAX_ENRICH_BODY_CHARS] + " …"
     return (
         f"Type: {one_line(doc.type)[:40]}\n"
-        f"Title: {one_line(doc.name)[:MAX_FIELD_CHARS]}\n"
-        f"Description: {one_line(doc.description)[:MAX_FIELD_CHARS]}\n"
-        f"Existing keywords: {one_line(keywords)[:MAX_FIELD_CHARS] or '(none)'}\n"
+        f"Title: {one_line(doc.name)[:MAX_ENRICH_FIELD_CHARS]}\n"
+        f"Description: {one_line(doc.description)[:MAX_ENRICH_FIELD_CHARS]}\n"
+        f"Existing keywords: {one_line(keywords)[:MAX_ENRICH_FIELD_CHARS] or '(none)'}\n"
         f"Body:\n{body}\n"
     )
 

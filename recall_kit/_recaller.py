@@ -75,7 +75,7 @@ class Recaller:
             rate = DEFAULT_CALLS_PER_MINUTE if enrich_calls_per_minute is None else enrich_calls_per_minute
             try:
                 self.enrichment = BackgroundEnrichment(
-                    store, enrich, telemetry=self.telemetry, calls_per_minute=rate
+                    store, enrich, telemetry=self.telemetry, calls_per_minute=rate  # type: ignore[arg-type]  # it refuses any other source
                 ).start()
             except BaseException:
                 self.close()

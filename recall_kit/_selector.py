@@ -14,15 +14,13 @@ from typing import Any, Sequence
 from memory_store import MemoryDoc
 from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
 from recall_kit._chat import _ChatFailure, ChatModelClient, ResponseMode, json_schema_format
-from recall_kit.limits import MAX_MODEL_DOCS
+from recall_kit.limits import MAX_ANSWER_TOKENS, MAX_MODEL_DOCS, REJECTED_REF_CHARS
 from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Fallback, FallbackKind, Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 
 logger = logging.getLogger("recall_kit.selector")
 
-REJECTED_REF_CHARS = 200  # of a rejected reference as shown
-MAX_ANSWER_TOKENS = 256  # five references fit in ~150 tokens; a cap stops a small model's runaway output
 
 SYSTEM_PROMPT = f"""You pick which saved memories an AI assistant should read before answering a user.
 You get the user's query and a manifest of memories, one per line: "- ref: REFERENCE | type | age | description | keywords".

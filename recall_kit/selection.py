@@ -14,7 +14,8 @@ from typing import Any
 from recall_kit._answer import AnswerError, Verdict, parse_answer, validate_selection
 from recall_kit._chat import RESPONSE_MODES, _ChatFailure, ResponseMode, _message_content
 from recall_kit._manifest import Manifest, build_manifest, clear_line_cache
-from recall_kit._selector import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, _response_format, selection_messages
+from recall_kit._selector import SYSTEM_PROMPT, _response_format, selection_messages
+from recall_kit.limits import MAX_ANSWER_TOKENS
 
 __all__ = [
     "AnswerError",

@@ -15,11 +15,10 @@ from typing import Any
 import click
 
 from memory_store import MemoryStore, MemoryStoreError
-from recall_kit import ConfigError, SelectorConfig, load_selector_config, read_config_toml
+from recall_kit import CONFIG_FILE_NAME, ConfigError, SelectorConfig, load_selector_config, read_config_toml
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import warn
 
-CONFIG_FILE_NAME = "recall-kit.toml"
 ROOTS_ENV = "RECALL_KIT_ROOTS"
 KNOWN_KEYS = {"": ("roots", "selector"), "selector": ("base_url", "model", "api_key", "timeout")}
 NO_ROOT = f"no memory root: pass --root DIR, set {ROOTS_ENV}, or put roots = [...] in {CONFIG_FILE_NAME}"

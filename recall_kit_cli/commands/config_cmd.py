@@ -6,11 +6,11 @@ import os
 
 import click
 
+from recall_kit import CACHE_DIR_ENV, default_cache_dir
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo_json, echo_rows
 from recall_kit_cli._config_file import ROOTS_ENV, config_file, resolve_roots, selector_config
 
-CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
 
 
 @click.command("config")
@@ -40,13 +40,8 @@ def config(as_json: bool) -> None:
         ("api_key", "***" if selector.api_key else None, sources.get("api_key", "not set")),
         ("timeout", f"{selector.timeout:g}", sources.get("timeout", "default")),
     ]
-    cache = os.environ.get(CACHE_DIR_ENV)
-    if cache:
-        settings.append(("cache_dir", cache, f"environment variable {CACHE_DIR_ENV}"))
-    else:
-        import platformdirs
-
-        settings.append(("cache_dir", platformdirs.user_cache_dir("recall-kit"), "default"))
+    source = f"environment variable {CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "default"
+    settings.append(("cache_dir", str(default_cache_dir()), source))
     if as_json:
         echo_json({name: {"value": value, "source": source} for name, value, source in settings})
         return
