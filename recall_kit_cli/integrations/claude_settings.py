@@ -1,41 +1,68 @@
-"""`recall-kit hook install claude-code`: merge our hook entries into Claude Code's settings JSON.
+"""`recall-kit hook install|uninstall claude-code`: our hook entries in Claude Code's settings JSON.
 
-Idempotent (our entries are found by their command and replaced in place), everything else in the
-file is kept, the previous file is copied to ``settings.json.bak``, and a dry run only shows the diff.
+An entry is ours only when it has the exact shape ``hook_command`` writes (``type: command``, the
+command ``/abs/recall-kit hook claude-code --root /abs/dir ...``); nothing else is ever touched.
+The file is edited in place (``_json_edit``): every byte but our entries stays as the user wrote it.
+A symlinked file keeps its link: the target is rewritten, atomically, in the target's folder. A
+read-only file is refused. Before each change the file is copied to ``settings.json.recall-kit-backup``;
+the first change of a file we had never edited also keeps it as ``settings.json.recall-kit-original``,
+which is never overwritten. A dry run only shows the diff.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
 import json
 import os
 import shlex
 import shutil
+import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from memory_store import MemoryStoreError, RecallKitError, atomic_write
+from recall_kit_cli.integrations._json_edit import (
+    Array,
+    JsonTextError,
+    Node,
+    Object,
+    Scalar,
+    Splice,
+    apply,
+    edit_children,
+    parse,
+    replace,
+    string_value,
+)
 
 HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
 TOOL_EVENTS = frozenset({"PostToolUse"})  # events whose entries carry a tool-name matcher
 HOOK_TIMEOUT_S = 5  # Claude Code's own limit for our command; the hook gives up well before it
-_MARKER = " hook claude-code"  # how an entry of ours is recognised on a later run
+BACKUP_SUFFIX = ".recall-kit-backup"  # the file as it was before our last change
+ORIGINAL_SUFFIX = ".recall-kit-original"  # the file as it was before our first change; never overwritten
+_BACKUP_MODE = 0o600  # settings may hold keys (an "env" table): a copy is this user's alone
 
 
 class SettingsError(RecallKitError):
-    """The settings file cannot be read, parsed or written."""
+    """The settings file cannot be read, parsed or written, or a root to install is not a folder."""
 
 
 @dataclass(frozen=True, slots=True)
 class InstallResult:
-    """What an install did or, in a dry run, would do: the settings file, whether it changes, the diff, the backup."""
+    """What an install or uninstall did or, in a dry run, would do: the settings file, whether it
+    changes, the diff, the backups written, and the roots installed that do not exist yet."""
 
     path: Path
     changed: bool
     diff: str
-    backup: Path | None
+    backup: Path | None = None
+    original: Path | None = None
+    missing_roots: tuple[str, ...] = ()
 
 
 def settings_path(scope: str, cwd: Path | None = None) -> Path:
@@ -54,78 +81,300 @@ def hook_command(roots: tuple[str, ...] | list[str], executable: str | None = No
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def merge_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """A copy of ``settings`` with one entry of ours per event (replacing older ones of ours)."""
-    merged: dict[str, Any] = json.loads(json.dumps(settings))
-    hooks = merged.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError("'hooks' in the settings file is not an object")
-    for event in HOOK_EVENTS:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsError(f"'hooks.{event}' in the settings file is not a list")
-        ours: dict[str, Any] = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
-        placed = False
-        for group in groups:
-            entries = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(entries, list):
-                continue
-            for i, entry in enumerate(entries):
-                if isinstance(entry, dict) and _MARKER in str(entry.get("command", "")):
-                    if placed:
-                        entries[i] = None  # a duplicate of ours from an older install
-                    else:
-                        entries[i] = ours
-                        placed = True
-            group["hooks"] = [e for e in entries if e is not None]
-        hooks[event] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
-        if not placed:
-            group = {"matcher": "*", "hooks": [ours]} if event in TOOL_EVENTS else {"hooks": [ours]}
-            hooks[event].append(group)
-    return merged
+def is_our_command(command: str) -> bool:
+    """Whether ``command`` is exactly what ``hook_command`` writes, so a user's own hook that merely
+    mentions ``hook claude-code`` is never taken for ours."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    exe, roots = (argv[0], argv[3:]) if len(argv) >= 3 else ("", [])
+    if argv[1:3] != ["hook", "claude-code"] or os.path.basename(exe) != "recall-kit":
+        return False
+    if not (exe == "recall-kit" or os.path.isabs(exe)) or len(roots) % 2:
+        return False
+    if any(flag != "--root" for flag in roots[::2]) or not all(os.path.isabs(root) for root in roots[1::2]):
+        return False
+    return command == " ".join(shlex.quote(p) for p in argv)
+
+
+def with_our_hooks(text: str, command: str) -> str:
+    """``text`` with exactly one entry of ours, running ``command``, per hook event; older entries of
+    ours replaced or dropped, every other byte kept. JsonTextError or SettingsError when it cannot be."""
+    if not text.strip():
+        return json.dumps({"hooks": {event: [_group(event, command)] for event in HOOK_EVENTS}}, indent=2) + "\n"
+    return _edited(text, command)
+
+
+def without_our_hooks(text: str) -> str:
+    """``text`` without any entry of ours, and without a group, event or ``hooks`` table that only
+    our entries filled; every other byte kept."""
+    return _edited(text, None) if text.strip() else text
 
 
 def install_claude_code(
-    scope: str, roots: tuple[str, ...], *, dry_run: bool = False, cwd: Path | None = None
+    scope: str,
+    roots: tuple[str, ...],
+    *,
+    dry_run: bool = False,
+    cwd: Path | None = None,
+    allow_missing: bool = False,
 ) -> InstallResult:
-    """Merge our hook entries into the settings file of ``scope`` and, unless ``dry_run`` or nothing changes,
-    write it, keeping the old file as ``settings.json.bak``. SettingsError when it cannot be read, parsed or written."""
+    """Put our hook entries into the settings file of ``scope`` and, unless ``dry_run`` or nothing
+    changes, write it. SettingsError when a root is not a folder (or does not exist, unless
+    ``allow_missing``), or the file cannot be read, parsed or written; nothing is changed then."""
+    missing = checked_roots(roots, allow_missing)
+    command = hook_command(roots)
+    result = _edit_settings(scope, cwd, lambda text: with_our_hooks(text, command), dry_run)
+    return dataclasses.replace(result, missing_roots=missing)
+
+
+def uninstall_claude_code(scope: str, *, dry_run: bool = False, cwd: Path | None = None) -> InstallResult:
+    """Remove exactly our hook entries from the settings file of ``scope``; as ``install_claude_code`` otherwise."""
+    return _edit_settings(scope, cwd, without_our_hooks, dry_run)
+
+
+def checked_roots(roots: tuple[str, ...], allow_missing: bool) -> tuple[str, ...]:
+    """The roots that do not exist yet (allowed only with ``allow_missing``); SettingsError for a root
+    that is not a folder, is missing without ``allow_missing``, or whose path is not UTF-8."""
+    missing = []
+    for given in roots:
+        path = os.path.abspath(os.path.expanduser(given))
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SettingsError(f"memory root {path} is not UTF-8, which Claude Code's settings cannot hold") from None
+        if os.path.isdir(path):
+            continue
+        if os.path.exists(path):
+            raise SettingsError(f"memory root is not a folder: {path}; nothing was changed")
+        if not allow_missing:
+            raise SettingsError(
+                f"memory root does not exist: {path}; nothing was changed (check the path, "
+                "or pass --allow-missing to install it anyway)"
+            )
+        missing.append(path)
+    return tuple(missing)
+
+
+# --- the text: which entries are ours, and the edit --------------------------------------------------
+
+
+def _entry(command: str) -> dict[str, Any]:
+    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+
+
+def _group(event: str, command: str) -> dict[str, Any]:
+    group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
+    group["hooks"] = [_entry(command)]
+    return group
+
+
+def _is_ours(entry: Node) -> TypeGuard[Object]:
+    if not isinstance(entry, Object) or string_value(entry.get("type")) != "command":
+        return False
+    command = string_value(entry.get("command"))
+    return command is not None and is_our_command(command)
+
+
+def _is_current(entry: Object, command: str) -> bool:
+    """Whether an entry of ours already reads exactly as ``_entry(command)`` would write it."""
+    timeout = entry.get("timeout")
+    return (
+        len(entry.members) == 3
+        and string_value(entry.get("command")) == command
+        and isinstance(timeout, Scalar)
+        and not timeout.is_string
+        and timeout.value == str(HOOK_TIMEOUT_S)
+    )
+
+
+def _edited(text: str, command: str | None) -> str:
+    """``text`` with one entry of ours per hook event running ``command``, or with none when it is None."""
+    root = parse(text)
+    if not isinstance(root, Object):
+        raise SettingsError("the file does not hold a JSON object")
+    positions = [i for i, member in enumerate(root.members) if member.key == "hooks"]
+    if not positions:
+        if command is None:
+            return text
+        table = {event: [_group(event, command)] for event in HOOK_EVENTS}
+        return apply(text, edit_children(text, root, set(), [("hooks", table)]))
+    hooks_at = positions[-1]  # as Claude Code reads it: the last of duplicate keys wins
+    hooks = root.members[hooks_at].value
+    if not isinstance(hooks, Object):
+        raise SettingsError("'hooks' in the settings file is not an object")
+    effective = {member.key: i for i, member in enumerate(hooks.members)}
+    splices: list[Splice] = []
+    emptied: set[int] = set()
+    for i, member in enumerate(hooks.members):
+        wanted = command if member.key in HOOK_EVENTS and effective[member.key] == i else None
+        if not isinstance(member.value, Array):
+            if wanted is not None:
+                raise SettingsError(f"'hooks.{member.key}' in the settings file is not a list")
+            continue
+        event_splices, now_empty = _edited_event(text, member.value, member.key, wanted)
+        if now_empty:
+            emptied.add(i)
+        else:
+            splices += event_splices
+    added = [(event, [_group(event, command)]) for event in HOOK_EVENTS if event not in effective] if command else []
+    if emptied and len(emptied) == len(hooks.members) and not added:
+        return apply(text, edit_children(text, root, {hooks_at}))  # only ours were in it: it goes with them
+    return apply(text, splices + edit_children(text, hooks, emptied, added))
+
+
+def _edited_event(text: str, groups: Array, event: str, command: str | None) -> tuple[list[Splice], bool]:
+    """The splices for one event's list of groups, and whether the list is left empty by dropping ours."""
+    ours: list[tuple[int, int, Object]] = []
+    for g, group in enumerate(groups.items):
+        entries = group.get("hooks") if isinstance(group, Object) else None
+        if isinstance(entries, Array):
+            ours += [(g, e, entry) for e, entry in enumerate(entries.items) if _is_ours(entry)]
+    splices: list[Splice] = []
+    kept: tuple[int, int] | None = None
+    if command is not None and ours:
+        g, e, first = ours[0]
+        kept = (g, e)
+        if not _is_current(first, command):
+            splices.append(replace(text, first, _entry(command)))
+    dropped: dict[int, set[int]] = {}
+    for g, e, _node in ours:
+        if (g, e) != kept:
+            dropped.setdefault(g, set()).add(e)
+    emptied_groups: set[int] = set()
+    for g, indices in dropped.items():
+        entries = _entries(groups.items[g])
+        if len(indices) == len(entries.items):
+            emptied_groups.add(g)  # nothing of the user's in it: the group goes too
+        else:
+            splices += edit_children(text, entries, indices)
+    added = [_group(event, command)] if command is not None and not ours else []
+    if emptied_groups and len(emptied_groups) == len(groups.items) and not added:
+        return [], True
+    return splices + edit_children(text, groups, emptied_groups, added), False
+
+
+def _entries(group: Node) -> Array:
+    """A group's list of hook entries, once known to be one."""
+    entries = group.get("hooks") if isinstance(group, Object) else None
+    assert isinstance(entries, Array)
+    return entries
+
+
+# --- the file: where it is, reading it, the backups, writing it --------------------------------------
+
+
+def _edit_settings(scope: str, cwd: Path | None, change: Callable[[str], str], dry_run: bool) -> InstallResult:
     path = settings_path(scope, cwd)
+    target = _target(path, (cwd or Path.cwd()) if scope == "project" else None)
+    old = _read(target, path)
+    old_text = old or ""
     try:
-        old_text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old_text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"cannot read {path}: {exc}") from None
-    try:
-        settings = json.loads(old_text) if old_text.strip() else {}
-    except ValueError as exc:
+        new_text = change(old_text)
+    except JsonTextError as exc:
         raise SettingsError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
-    if not isinstance(settings, dict):
-        raise SettingsError(f"{path} does not hold a JSON object; nothing was changed")
-    merged = merge_hooks(settings, hook_command(roots))
-    new_text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    changed = merged != settings
+    except SettingsError as exc:
+        raise SettingsError(f"{path}: {exc}; nothing was changed") from None
+    if new_text == old_text:
+        return InstallResult(path, False, "")
+    if old is not None:
+        _refuse_read_only(target, path)
     diff = "".join(
         difflib.unified_diff(
             old_text.splitlines(keepends=True),
             new_text.splitlines(keepends=True),
             fromfile=f"{path} (now)",
-            tofile=f"{path} (after install)",
+            tofile=f"{path} (after)",
         )
-    ) if changed else ""
-    if dry_run or not changed:
-        return InstallResult(path, changed, diff, None)
-    backup = None
+    )
+    if dry_run:
+        return InstallResult(path, True, diff)
+    backup = original = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if old_text:
-            backup = path.with_name(path.name + ".bak")
-            shutil.copy2(path, backup)
-        atomic_write(path, new_text)
+        if old is None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            backup, original = _keep_copies(path, old)
+        if _read(target, path) != old:  # Claude Code (or an editor) wrote it meanwhile: theirs wins
+            raise SettingsError(f"{path} changed while recall-kit was editing it; nothing was changed, run it again")
+        atomic_write(target, new_text)
     except (OSError, MemoryStoreError) as exc:
-        raise SettingsError(f"cannot write {path}: {exc}") from None
-    return InstallResult(path, True, diff, backup)
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise SettingsError(f"cannot write {path}: {reason}") from None
+    return InstallResult(path, True, diff, backup, original)
+
+
+def _target(path: Path, project: Path | None) -> Path:
+    """The file to rewrite: ``path`` with every symlink resolved, so a link (to a dotfiles repo, say)
+    stays a link. A project's settings must stay inside the project."""
+    target = Path(os.path.realpath(path))
+    if project is not None and not target.is_relative_to(os.path.realpath(project)):
+        raise SettingsError(f"{path} leads to {target}, outside this project; nothing was changed")
+    return target
+
+
+def _read(target: Path, path: Path) -> str | None:
+    """The settings text (None when there is no file); SettingsError unless a regular UTF-8 file."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SettingsError(f"{path} is not a regular file; nothing was changed")
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path} is not UTF-8 (invalid byte at offset {exc.start}); nothing was changed") from None
+
+
+def _refuse_read_only(target: Path, path: Path) -> None:
+    """A file its owner made read-only is a decision to keep: refused, even where root could write it."""
+    info = os.stat(target)
+    if not info.st_mode & stat.S_IWUSR or not os.access(target, os.W_OK):
+        shown = str(path) if target == path else f"{path} (-> {target})"
+        raise SettingsError(f"{shown} is read-only; nothing was changed (make it writable first)")
+
+
+def _keep_copies(path: Path, old_text: str) -> tuple[Path, Path | None]:
+    """Copy the file as it is to the backup beside ``path``, and to the original when there is none
+    yet and the file holds nothing of ours (it is then the user's own); the paths written."""
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    _write_private(backup, old_text)
+    original = path.with_name(path.name + ORIGINAL_SUFFIX)
+    if os.path.lexists(original) or _holds_ours(old_text):
+        return backup, None
+    _write_private(original, old_text)
+    return backup, original
+
+
+def _holds_ours(text: str) -> bool:
+    try:
+        return without_our_hooks(text) != text
+    except (JsonTextError, SettingsError):
+        return False
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, as a file only this user can read."""
+    created = False
+    with contextlib.suppress(FileExistsError):
+        # atomic_write keeps an existing file's mode: made 0600 first, no copy is ever readable by others
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _BACKUP_MODE))
+        created = True
+    try:
+        atomic_write(path, text)
+    except MemoryStoreError:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
 
 
 def _recall_kit_executable() -> str:

@@ -1,4 +1,4 @@
-"""The integration commands: `serve`, `hook claude-code`, `hook install claude-code`, `mcp`.
+"""The integration commands: `serve`, `hook claude-code`, `hook install|uninstall claude-code`, `mcp`.
 
 Only click and the standard library at import time: each command imports its machinery when it runs.
 """
@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 import click
 
 from recall_kit_cli._format import InputError
+from recall_kit_cli._output import clean, clean_block, echo, warn
 
 if TYPE_CHECKING:
     from recall_kit import SelectorConfig
+    from recall_kit_cli.integrations.claude_settings import InstallResult
 
 
 @click.command("serve")
@@ -91,9 +93,10 @@ def hook_claude_code(roots: tuple[str, ...]) -> None:
 @click.option("--project", "scope", flag_value="project", help="This project's .claude/settings.json.")
 @click.option("--user", "scope", flag_value="user", default=True, help="~/.claude/settings.json (default).")
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
+@click.option("--allow-missing", is_flag=True, help="Install a root that does not exist yet (with a warning).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
-def hook_install(agent: str, scope: str, roots: tuple[str, ...], dry_run: bool) -> None:
-    """Merge the recall hooks into Claude Code's settings JSON (idempotent; keeps a .bak).
+def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: bool, dry_run: bool) -> None:
+    """Add the recall hooks to Claude Code's settings JSON (idempotent; keeps the original).
 
     \b
     Example:
@@ -102,16 +105,46 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], dry_run: bool) 
     from recall_kit_cli.integrations.claude_settings import SettingsError, install_claude_code
 
     try:
-        result = install_claude_code(scope, roots, dry_run=dry_run)
+        result = install_claude_code(scope, roots, dry_run=dry_run, allow_missing=allow_missing)
     except SettingsError as exc:
         raise InputError(str(exc)) from None
-    if dry_run:
-        click.echo(result.diff or f"{result.path}: already up to date", nl=not result.diff)
-    elif result.changed:
-        backup = f" (backup {result.backup})" if result.backup else ""
-        click.echo(f"updated {result.path}{backup}")
+    for root in result.missing_roots:
+        warn(f"memory root {root} does not exist: the hook recalls nothing from it until it does")
+    _report(result, dry_run, "updated", "already up to date")
+
+
+@hook.command("uninstall")
+@click.argument("agent", type=click.Choice(["claude-code"]))
+@click.option("--project", "scope", flag_value="project", help="This project's .claude/settings.json.")
+@click.option("--user", "scope", flag_value="user", default=True, help="~/.claude/settings.json (default).")
+@click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
+def hook_uninstall(agent: str, scope: str, dry_run: bool) -> None:
+    """Remove exactly the recall hooks from Claude Code's settings JSON; the rest stays as it is.
+
+    \b
+    Example:
+      recall-kit hook uninstall claude-code --user
+    """
+    from recall_kit_cli.integrations.claude_settings import SettingsError, uninstall_claude_code
+
+    try:
+        result = uninstall_claude_code(scope, dry_run=dry_run)
+    except SettingsError as exc:
+        raise InputError(str(exc)) from None
+    _report(result, dry_run, "removed the recall hooks from", "no recall hooks in it, nothing to remove")
+
+
+def _report(result: InstallResult, dry_run: bool, done: str, nothing: str) -> None:
+    """What an install or uninstall did: the diff in a dry run, else one line."""
+    path = clean(result.path)
+    if not result.changed:
+        echo(f"{path}: {nothing}")
+    elif dry_run:
+        echo(clean_block(result.diff.rstrip("\n")))
     else:
-        click.echo(f"{result.path}: already up to date")
+        kept = [f"backup {clean(result.backup)}"] if result.backup else []
+        kept += [f"the original kept as {clean(result.original)}"] if result.original else []
+        echo(f"{done} {path}" + (f" ({'; '.join(kept)})" if kept else ""))
 
 
 @click.command("mcp")

@@ -8,7 +8,7 @@ from cli_support import EXAMPLES, RunCli, assert_one_line_error, clean_environ
 COMMANDS = [
     (), ("list",), ("query",), ("watch",), ("add",), ("show",), ("rm",), ("validate",), ("stats",), ("config",),
     ("bench",), ("bench", "delivery"), ("bench", "latency"), ("serve",), ("hook",), ("hook", "claude-code"),
-    ("hook", "install"), ("mcp",), ("enrich",),
+    ("hook", "install"), ("hook", "uninstall"), ("mcp",), ("enrich",),
 ]
 
 

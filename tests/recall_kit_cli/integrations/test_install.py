@@ -34,7 +34,8 @@ def test_install_merges_keeps_everything_else_and_is_idempotent(env: Env, memori
     for event in ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
         commands = _ours(settings, event)
         assert len(commands) == 1 and commands[0].endswith(f"hook claude-code --root {memories}")
-    assert json.loads((path.parent / "settings.json.bak").read_text()) == original
+    assert json.loads((path.parent / "settings.json.recall-kit-backup").read_text()) == original
+    assert json.loads((path.parent / "settings.json.recall-kit-original").read_text()) == original
     text = path.read_text()
     second = env.run("hook", "install", "claude-code", "--root", str(memories))
     assert b"already up to date" in second.stdout

@@ -1,0 +1,172 @@
+"""`recall-kit hook install|uninstall claude-code` edits only what it can recognise as its own and keeps
+the rest of the user's settings file, its symlink, its numbers and its original, as they were."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from integration_support import Env, env, memories  # noqa: F401  (fixtures)
+
+EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
+NOTIFIER = "/opt/notifier hook claude-code --sound"
+# What a user wrote by hand: four-space indent, a number no float holds, escapes, their own hooks.
+USERS_FILE = """{
+    "model": "opus",
+    "cleanupPeriodDays": 1e400,
+    "ratio": 1.50,
+    "big": 12345678901234567890,
+    "greeting": "caf\\u00e9 \\ud83d\\ude00",
+    "permissions": {"allow": ["Bash(npm run lint)"], "deny": []},
+    "hooks": {
+        "Stop": [
+            {"hooks": [{"type": "command", "command": "/opt/notifier hook claude-code --sound"}]}
+        ],
+        "PostToolUse": [
+            {"matcher": "Write", "hooks": [{"type": "command", "command": "prettier -w"}]}
+        ]
+    }
+}
+"""
+PLAIN_FILE = USERS_FILE.replace("1e400", "30")  # for the tests of other things than numbers
+
+
+def _settings(env: Env) -> Path:
+    return Path(env.vars["HOME"]) / ".claude" / "settings.json"
+
+
+def _write_settings(env: Env, text: str = USERS_FILE) -> Path:
+    path = _settings(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode())
+    return path
+
+
+def _strict_json(text: str) -> Any:
+    """The document as a strict JSON parser (like Claude Code's) reads it: NaN and Infinity are errors."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _commands(settings: dict[str, Any], event: str) -> list[str]:
+    return [h["command"] for g in settings["hooks"].get(event, []) for h in g["hooks"]]
+
+
+def _ours(settings: dict[str, Any], event: str) -> list[str]:
+    return [c for c in _commands(settings, event) if c.split()[0].endswith("/recall-kit")]
+
+
+def _one_line_error(result: Any, *words: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_updated(
+    env: Env, memories: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude"
+    dotfiles.mkdir(parents=True)
+    (dotfiles / "settings.json").write_text(USERS_FILE)
+    link = _settings(env)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles / "settings.json")
+
+    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and os.readlink(link) == str(dotfiles / "settings.json")
+    settings = _strict_json((dotfiles / "settings.json").read_text())
+    assert all(len(_ours(settings, event)) == 1 for event in EVENTS)
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["settings.json"]  # no temp file or backup left there
+
+
+def test_a_users_own_hook_that_mentions_hook_claude_code_is_never_taken_for_ours(env: Env, memories: Path) -> None:
+    path = _write_settings(env, PLAIN_FILE)
+    for _ in range(2):  # installing again must not take it either
+        result = env.run("hook", "install", "claude-code", "--root", str(memories))
+        assert result.returncode == 0, result.stderr
+    settings = _strict_json(path.read_text())
+    assert _commands(settings, "Stop")[0] == NOTIFIER and len(_ours(settings, "Stop")) == 1
+    assert "prettier -w" in _commands(settings, "PostToolUse")
+
+    env.run("hook", "uninstall", "claude-code")
+    assert NOTIFIER in _commands(_strict_json(path.read_text()), "Stop")
+
+
+def test_numbers_and_every_byte_the_user_wrote_survive_an_install(env: Env, memories: Path) -> None:
+    path = _write_settings(env)
+
+    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+
+    assert result.returncode == 0, result.stderr
+    text = path.read_text()
+    settings = _strict_json(text)  # 1e400 is not written back as Infinity
+    assert '"cleanupPeriodDays": 1e400' in text and '"ratio": 1.50' in text and "12345678901234567890" in text
+    assert all(len(_ours(settings, event)) == 1 for event in EVENTS)
+    # the edit only inserts: every character of the user's file is still there, in order
+    matcher = difflib.SequenceMatcher(None, USERS_FILE, text, autojunk=False)
+    assert {op for op, *_ in matcher.get_opcodes()} <= {"equal", "insert"}, text
+
+
+def test_a_read_only_settings_file_is_refused_in_one_line_and_left_alone(env: Env, memories: Path) -> None:
+    path = _write_settings(env)
+    path.chmod(0o444)
+
+    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+
+    _one_line_error(result, str(path), "read-only")
+    assert path.read_text() == USERS_FILE and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
+
+
+def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, memories: Path) -> None:
+    path = _write_settings(env)
+    for root in (memories, memories / "projects", memories / "user"):
+        result = env.run("hook", "install", "claude-code", "--root", str(root))
+        assert result.returncode == 0, result.stderr
+
+    original = path.with_name("settings.json.recall-kit-original")
+    assert original.read_text() == USERS_FILE
+    assert stat.S_IMODE(original.stat().st_mode) & 0o077 == 0  # settings can hold keys: a copy is private
+    last = _strict_json(path.with_name("settings.json.recall-kit-backup").read_text())
+    assert _ours(last, "Stop")[0].endswith(f"--root {memories / 'projects'}")  # the state before the last install
+
+
+def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, memories: Path) -> None:
+    typo = Path(env.vars["HOME"]) / "memroies"
+
+    refused = env.run("hook", "install", "claude-code", "--root", str(typo))
+
+    _one_line_error(refused, "does not exist", str(typo), "--allow-missing")
+    assert not _settings(env).exists()
+    not_a_folder = env.run("hook", "install", "claude-code", "--root", str(memories / "user" / "profile.md"))
+    _one_line_error(not_a_folder, "not a folder")
+
+    allowed = env.run("hook", "install", "claude-code", "--root", str(typo), "--allow-missing")
+
+    assert allowed.returncode == 0, allowed.stderr
+    assert b"warning" in allowed.stderr and str(typo).encode() in allowed.stderr
+    assert _ours(_strict_json(_settings(env).read_text()), "Stop")[0].endswith(f"--root {typo}")
+
+
+def test_uninstall_removes_exactly_our_entries_and_gives_the_file_back_as_it_was(env: Env, memories: Path) -> None:
+    path = _write_settings(env)
+    assert env.run("hook", "install", "claude-code", "--root", str(memories)).returncode == 0
+
+    result = env.run("hook", "uninstall", "claude-code")
+
+    assert result.returncode == 0, result.stderr
+    assert path.read_text() == USERS_FILE
+    again = env.run("hook", "uninstall", "claude-code")
+    assert again.returncode == 0 and b"nothing to remove" in again.stdout
+    assert path.read_text() == USERS_FILE
