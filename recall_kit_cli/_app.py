@@ -6,13 +6,16 @@ stderr); 3 `query --require-model` got no answer from the model; 130 interrupted
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
-from recall_kit_cli._output import SanitisingLogHandler, clean, echo, quiet_broken_pipe
+from recall_kit_cli._output import SanitisingLogHandler, clean, clean_block, echo, quiet_broken_pipe, reader_gone
 from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
 from recall_kit_cli.commands.config_cmd import config
@@ -26,9 +29,38 @@ from recall_kit_cli.commands.watch_cmd import watch
 from recall_kit_cli.integrations.commands import hook, mcp, serve
 
 EXIT_INTERRUPTED = 130
+# click >= 8.2: a group run without its subcommand raises this, its message the whole help text
+_NO_ARGS_IS_HELP: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class RecallKitGroup(click.Group):
+    """The top group: a reader that went away (``| head``) ends any command quietly, with status 0."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        """Parse the arguments (``--help`` and ``--version`` print here) with the same quiet end."""
+        with _quiet_when_the_reader_is_gone():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command; a write to a stdout nobody reads any more ends it as done, not as an error."""
+        with _quiet_when_the_reader_is_gone():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _quiet_when_the_reader_is_gone() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        if not reader_gone():  # a pipe of something else (a socket, a child) broke: a real error
+            raise
+        quiet_broken_pipe()
+        raise click.exceptions.Exit(0) from None
+
+
+@click.group(cls=RecallKitGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recall-kit")
 def cli() -> None:
     """Right memories, right moment. Example: recall-kit query 'how do we deploy?'"""
@@ -56,6 +88,9 @@ def run(args: list[str] | None = None) -> int:
         root_logger.addHandler(handler)
     try:
         result = cli.main(args=args, prog_name="recall-kit", standalone_mode=False)
+    except _NO_ARGS_IS_HELP as exc:  # `recall-kit hook`: its help, as the lines it is
+        echo(*clean_block(exc.format_message().rstrip("\n")).split("\n"), err=True)
+        return 2
     except click.UsageError as exc:
         echo(usage_line(exc), err=True)
         return 2

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import select
 import shutil
 import sys
 import unicodedata
@@ -141,6 +142,17 @@ def quiet_broken_pipe() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError:
         pass
+
+
+def reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it (poll reports an error or hang-up)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
 
 
 class SanitisingLogHandler(logging.Handler):

@@ -1,19 +1,27 @@
 """`recall-kit mcp`: the memories for any MCP client over stdio (official ``mcp`` SDK).
 
-Tools: ``search_memories``, ``read_memory``, ``recall``, ``remember``; every memory is also a
-resource (``memory://<ref>``). One stdio connection is one MCP session, so one RecallSession.
+Tools: ``search_memories``, ``read_memory``, ``recall``, ``remember``, each annotated with what it
+does to the memories (search, read and recall only read); every memory is also a resource
+(``memory://<ref>``), listed ``RESOURCE_PAGE_SIZE`` at a time. One stdio connection is one MCP
+session, so one RecallSession.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
 import mcp.types as mcp_types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
 
 from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError
 from recall_kit import FastHeuristic, RecallSession, SelectorConfig, open_recaller
@@ -21,6 +29,13 @@ from recall_kit.limits import bounded_prompt
 
 URI_SCHEME = "memory://"
 MAX_SEARCH_LIMIT = 50
+RESOURCE_PAGE_SIZE = 100  # resources per resources/list answer: a client pages through a large store
+READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# remember adds a file and replaces one only when asked (overwrite=true); the same call twice leaves
+# the same file, so it is idempotent, and never destructive by the spec's meaning (it deletes nothing)
+WRITES_ONE_MEMORY = mcp_types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 class MemoryService:
@@ -101,25 +116,64 @@ class MemoryService:
 
 
 def ref_uri(ref: str) -> str:
+    """The resource URI of a memory: ``memory://`` and its ref, each segment URL-encoded."""
     return URI_SCHEME + "/".join(quote(part, safe="") for part in ref.split("/"))
+
+
+def page_cursor(ref: str) -> str:
+    """The opaque cursor of the page after ``ref``: a page starts after a ref, not at an offset, so a
+    memory added or removed between two pages never makes another one be skipped or listed twice."""
+    return base64.urlsafe_b64encode(ref.encode("utf-8", "surrogateescape")).decode("ascii")
+
+
+def _after_ref(cursor: str) -> str:
+    """The ref a cursor resumes after; INVALID_PARAMS (as the spec asks) for one we did not make."""
+    try:
+        ref = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8", "surrogateescape")
+    except (ValueError, binascii.Error):
+        ref = None
+    if ref is None or page_cursor(ref) != cursor:  # the decoder skips stray characters: ours round-trip
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"invalid cursor {cursor[:40]!r}")
+    return ref
 
 
 class RecallMCPServer(MCPServer):
     """MCPServer whose resources are the store's current memories, listed and read on demand."""
 
     def __init__(self, service: MemoryService) -> None:
-        super().__init__("recall-kit", instructions=_INSTRUCTIONS, log_level="WARNING")
+        super().__init__("recall-kit", instructions=_INSTRUCTIONS, log_level="WARNING", version=version("recall-kit"))
         self.service = service
         self._register_tools()
 
     async def list_resources(self) -> list[mcp_types.Resource]:
+        """Every memory of the current snapshot as a resource, by ref."""
+        resources, _next = self.resource_page(None, limit=None)
+        return resources
+
+    def resource_page(
+        self, cursor: str | None, limit: int | None = RESOURCE_PAGE_SIZE
+    ) -> tuple[list[mcp_types.Resource], str | None]:
+        """Up to ``limit`` resources in ref order, after the one ``cursor`` names, and the next page's cursor."""
         docs = self.service.store.snapshot().docs
-        return [
+        refs = sorted(docs)
+        start = 0 if cursor is None else bisect.bisect_right(refs, _after_ref(cursor))
+        end = len(refs) if limit is None else start + limit
+        page = refs[start:end]
+        resources = [
             mcp_types.Resource(
-                uri=ref_uri(ref), name=ref, title=doc.name, description=doc.description, mime_type="text/markdown"
+                uri=ref_uri(ref), name=ref, title=docs[ref].name, description=docs[ref].description,
+                mime_type="text/markdown",
             )
-            for ref, doc in sorted(docs.items())
+            for ref in page
         ]
+        return resources, page_cursor(page[-1]) if page and end < len(refs) else None
+
+    async def _handle_list_resources(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListResourcesResult:
+        # MCPServer's own handler lists everything at once; it is the one seam the SDK gives for a cursor
+        resources, next_cursor = self.resource_page(params.cursor if params is not None else None)
+        return mcp_types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         text = str(uri)
@@ -135,7 +189,7 @@ class RecallMCPServer(MCPServer):
     def _register_tools(self) -> None:
         service = self.service
 
-        @self.tool()
+        @self.tool(annotations=READ_ONLY)
         def search_memories(query: str, limit: int = 10) -> list[dict[str, Any]]:
             """Rank the memories for a query: refs, names, descriptions, types and scores, best first."""
             try:
@@ -143,7 +197,7 @@ class RecallMCPServer(MCPServer):
             except ValueError as exc:
                 raise ToolError(str(exc)) from None
 
-        @self.tool()
+        @self.tool(annotations=READ_ONLY)
         def read_memory(ref: str) -> str:
             """The full text of one memory file, by its ref (<root>/<path>.md, as search_memories gives)."""
             try:
@@ -151,12 +205,12 @@ class RecallMCPServer(MCPServer):
             except (MemoryStoreError, ValueError) as exc:
                 raise ToolError(str(exc)) from None
 
-        @self.tool()
+        @self.tool(annotations=READ_ONLY)
         async def recall(prompt: str) -> str:
             """The memories relevant to a prompt, rendered; a memory is handed over once per session."""
             return await service.recall(prompt)
 
-        @self.tool()
+        @self.tool(annotations=WRITES_ONE_MEMORY)
         def remember(
             name: str,
             description: str,

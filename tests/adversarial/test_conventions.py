@@ -1,0 +1,149 @@
+"""Conventions a client or a shell relies on: the MCP server says what it is and what each tool does,
+and pages its resources; usage is printed as lines; a closed pipe is a normal end, never status 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import anyio
+import pytest
+from cli_support import EXAMPLES, RECALL_KIT, clean_environ
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import PaginatedRequestParams
+
+from recall_kit_cli.integrations.mcp_server import RESOURCE_PAGE_SIZE
+
+DEPLOY_REF = "memories/projects/ledgerline/deploy.md"
+
+
+def _mcp_session(root: Path, body: Callable[[ClientSession], Awaitable[None]], *, info: list[object]) -> None:
+    """Run ``body`` in a real stdio MCP session with `recall-kit mcp --root ROOT`."""
+    params = StdioServerParameters(
+        command=str(RECALL_KIT), args=["mcp", "--fast-only", "--root", str(root)], env=clean_environ()
+    )
+
+    async def main() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    info.append((await session.initialize()).server_info)
+                    await body(session)
+
+    anyio.run(main)
+
+
+def _many_memories(root: Path, count: int) -> list[str]:
+    folder = root / "reference"
+    folder.mkdir(parents=True)
+    for i in range(count):
+        (folder / f"note-{i:04d}.md").write_text(
+            f"---\nname: Note {i}\ndescription: reference note number {i}\ntype: reference\n---\nbody {i}\n"
+        )
+    return [f"{root.name}/reference/note-{i:04d}.md" for i in range(count)]
+
+
+# --- MCP --------------------------------------------------------------------------------------------
+
+
+def test_the_mcp_server_names_its_version_and_what_each_tool_does(tmp_path: Path) -> None:
+    info: list[object] = []
+    annotations = {}
+
+    async def body(session: ClientSession) -> None:
+        for tool in (await session.list_tools()).tools:
+            annotations[tool.name] = tool.annotations
+
+    _mcp_session(EXAMPLES, body, info=info)
+
+    assert getattr(info[0], "version") == version("recall-kit") != ""
+    for name in ("search_memories", "read_memory", "recall"):
+        assert annotations[name] is not None and annotations[name].read_only_hint is True, name
+    remember = annotations["remember"]
+    assert remember is not None
+    assert (remember.read_only_hint, remember.destructive_hint, remember.idempotent_hint) == (False, False, True)
+
+
+def test_resources_are_listed_a_page_at_a_time_with_a_cursor(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    refs = _many_memories(root, RESOURCE_PAGE_SIZE * 2 + 7)
+    pages: list[list[str]] = []
+    refused: list[str] = []
+
+    async def body(session: ClientSession) -> None:
+        cursor = None
+        while True:
+            result = await session.list_resources(params=PaginatedRequestParams(cursor=cursor))
+            pages.append([resource.name for resource in result.resources])
+            cursor = result.next_cursor
+            if cursor is None:
+                break
+        try:
+            await session.list_resources(params=PaginatedRequestParams(cursor="not a cursor of ours"))
+        except Exception as exc:  # the SDK raises its MCPError with the server's message
+            refused.append(str(exc))
+
+    _mcp_session(root, body, info=[])
+
+    assert [len(page) for page in pages] == [RESOURCE_PAGE_SIZE, RESOURCE_PAGE_SIZE, 7]
+    assert [name for page in pages for name in page] == sorted(refs)
+    assert refused and "cursor" in refused[0]
+
+
+# --- usage ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [(), ("hook",), ("bench",)], ids=lambda c: " ".join(c) or "recall-kit")
+def test_a_group_without_its_subcommand_prints_its_usage_as_lines(tmp_path: Path, command: tuple[str, ...]) -> None:
+    result = subprocess.run(
+        [str(RECALL_KIT), *command], capture_output=True, text=True, env=clean_environ(), cwd=tmp_path, timeout=60
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Usage: recall-kit") and "Commands:" in lines
+    assert "\\n" not in result.stderr
+
+
+# --- a closed pipe ----------------------------------------------------------------------------------
+
+
+def _into_a_closed_pipe(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """`recall-kit ARGS` writing to a pipe whose reader has already gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [str(RECALL_KIT), *args], stdout=write_end, stderr=subprocess.PIPE, env=clean_environ(), cwd=cwd, timeout=60
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("args", [
+    ("query", "how do I deploy ledgerline to production?", "--root", str(EXAMPLES)),
+    ("query", "how do I deploy ledgerline to production?", "--root", str(EXAMPLES), "--format", "json"),
+    ("list", "--root", str(EXAMPLES)),
+    ("list", "--json", "--root", str(EXAMPLES)),
+    ("watch", "--json", "--root", str(EXAMPLES)),
+    ("show", DEPLOY_REF, "--root", str(EXAMPLES)),
+    ("--help",),
+], ids=lambda a: " ".join(x for x in a if not x.startswith("/"))[:40])
+def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = _into_a_closed_pipe(*args, cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+
+
+@pytest.mark.parametrize("args, reader", [(["list"], "head -1"), (["list", "--json"], "head -c 100")], ids=str)
+def test_head_after_a_long_output_leaves_status_0(tmp_path: Path, args: list[str], reader: str) -> None:
+    root = tmp_path / "notes"
+    _many_memories(root, 1500)  # 116 KB listed, more than a pipe holds: the writer meets the closed end
+    pipeline = subprocess.run(
+        ["bash", "-c", f'"$0" "$@" --root {root} | {reader} >/dev/null; exit "${{PIPESTATUS[0]}}"', str(RECALL_KIT),
+         *args],
+        capture_output=True, env=clean_environ(), cwd=tmp_path, timeout=120,
+    )
+    assert pipeline.returncode == 0 and pipeline.stderr == b"", pipeline.stderr
