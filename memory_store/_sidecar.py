@@ -123,7 +123,10 @@ def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[Side
             problems.append((number, f"line is {len(line)} bytes, over the {MAX_LINE_BYTES}-byte limit"))
             continue
         try:
-            entry = _entry(json.loads(line))
+            entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
+        except UnicodeDecodeError as exc:
+            problems.append((number, f"invalid UTF-8 at byte {exc.start} of the line"))
+            continue
         except ValueError as exc:
             problems.append((number, str(exc) if not isinstance(exc, json.JSONDecodeError) else "not valid JSON"))
             continue

@@ -46,7 +46,7 @@ def add(
             raise InputError(f"not saved: {option} is not valid UTF-8")
     folder = Path(root) if root else Path(resolve_roots(()).paths[0])
     if not folder.is_dir():
-        raise InputError(f"memory root does not exist: {folder}")
+        raise InputError(f"memory root {'is not a folder' if folder.exists() else 'does not exist'}: {folder}")
     if body is None:
         body = _read_body()
         if _SURROGATES.search(body):
@@ -83,8 +83,8 @@ def _find(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise InputError(f"{ref!r} names {len(matches)} memories; use the full ref, e.g. {matches[0].ref}")
-    raise InputError(f"no memory {ref!r}; `recall-kit list` shows the refs")
+        raise InputError(f"'{ref}' names {len(matches)} memories; use the full ref, e.g. {matches[0].ref}")
+    raise InputError(f"no memory '{ref}'; `recall-kit list` shows the refs")  # shown cleaned: \xe9, not \udce9
 
 
 @click.command("show")

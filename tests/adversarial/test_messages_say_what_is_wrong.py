@@ -1,0 +1,112 @@
+"""Each refusal names what is actually wrong, in one line: a file that is not a folder, a symlink in
+the way, bytes that are not UTF-8 (and where they are), never a codec's or a race's words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_support import EXAMPLES, RECALL_KIT, assert_one_line_error, clean_environ, run_recall_kit
+from integration_support import Env, env  # noqa: F401  (fixture)
+
+MEMORY = "---\nname: {name}\ndescription: a note\ntype: user\n---\nbody\n"
+NOT_UTF8 = "caf\udce9"  # the byte 0xE9 alone, as Python keeps it in an argument or a file name
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.parametrize("command", [
+    ("add", "--type", "user", "--name", "n", "--description", "d", "--body", "b"),
+    ("list",), ("query", "anything"), ("validate",), ("watch",),
+], ids=lambda c: c[0])
+def test_a_file_given_as_root_is_said_to_be_no_folder(cwd: Path, command: tuple[str, ...]) -> None:
+    (cwd / "notes.md").write_text("not a folder")
+    result = run_recall_kit(*command, "--root", str(cwd / "notes.md"), cwd=cwd)
+    assert_one_line_error(result, "not a folder")
+    assert "does not exist" not in result.stderr
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
+def test_adding_over_a_dangling_symlink_says_a_symlink_is_in_the_way(cwd: Path, tmp_path: Path, force: bool) -> None:
+    root = tmp_path / "memories"
+    (root / "user").mkdir(parents=True)
+    target = tmp_path / "elsewhere" / "planted.md"
+    (root / "user" / "planted.md").symlink_to(target)
+    args = ("add", "--root", str(root), "--type", "user", "--name", "Planted", "--description", "d", "--body", "b")
+
+    result = run_recall_kit(*args, *(["--force"] if force else []), cwd=cwd)
+
+    assert_one_line_error(result, "symlink", "nothing is written through one")
+    assert "appeared meanwhile" not in result.stderr
+    assert not target.exists() and not target.parent.exists()  # never followed
+
+
+def test_a_sidecar_line_that_is_not_utf8_is_named_with_its_line_and_byte(cwd: Path, tmp_path: Path) -> None:
+    root = tmp_path / "memories"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "note.md").write_text(MEMORY.format(name="note"))
+    (root / ".recall-kit").mkdir()
+    # json.loads(bytes) takes b'{\x00' for UTF-16 and says "'utf-16-le' codec can't decode"
+    (root / ".recall-kit" / "enrichment.jsonl").write_bytes(b"\n{\x00\"\x00\xe9\n")
+
+    result = run_recall_kit("validate", "--root", str(root), cwd=cwd)
+
+    assert result.returncode == 1
+    assert "enrichment.jsonl:2: invalid UTF-8 at byte 4 of the line" in result.stdout
+    assert "codec" not in result.stdout + result.stderr
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_file(cwd: Path) -> None:
+    (cwd / "recall-kit.toml").write_bytes(b'roots = ["caf\xe9"]\n')
+    for command in (("list",), ("config",), ("query", "anything", "--root", str(EXAMPLES))):
+        result = run_recall_kit(*command, cwd=cwd)
+        assert_one_line_error(result, "recall-kit.toml", "not UTF-8", "offset 13")
+        assert "Traceback" not in result.stderr and "codec" not in result.stderr
+
+
+def test_a_settings_file_that_is_not_utf8_is_refused_untouched(env: Env, tmp_path: Path) -> None:
+    settings = Path(env.vars["HOME"]) / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b'{"model": "caf\xe9"}\n')
+
+    result = env.run("hook", "install", "claude-code", "--root", str(EXAMPLES))
+
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert b"not UTF-8" in result.stderr and b"offset 14" in result.stderr and b"codec" not in result.stderr
+    assert settings.read_bytes() == b'{"model": "caf\xe9"}\n'
+
+
+def test_bytes_that_are_not_utf8_in_arguments_names_and_files_say_so(cwd: Path, tmp_path: Path) -> None:
+    root = tmp_path / NOT_UTF8  # a root whose own name is not UTF-8 works
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "ok.md").write_text(MEMORY.format(name="ok"))
+    (root / "user" / "bad.md").write_bytes(MEMORY.format(name="bad").encode().replace(b"body", b"b\xffdy"))
+
+    listed = run_recall_kit("list", "--root", str(root), cwd=cwd)
+    assert listed.returncode == 0 and "caf\\xe9/user/ok.md" in listed.stdout
+    assert "caf\\xe9/user/bad.md: invalid UTF-8 at byte" in listed.stdout
+
+    named = run_recall_kit("add", "--root", str(root), "--type", "user", "--name", NOT_UTF8,
+                           "--description", "d", "--body", "b", cwd=cwd)
+    assert_one_line_error(named, "--name is not valid UTF-8")
+    missing = run_recall_kit("show", NOT_UTF8, "--root", str(root), cwd=cwd)
+    assert_one_line_error(missing, "no memory 'caf\\xe9'")
+    assert "udce9" not in missing.stderr
+
+
+def test_a_body_on_stdin_that_is_not_utf8_is_refused(cwd: Path, tmp_path: Path) -> None:
+    root = tmp_path / "memories"
+    root.mkdir()
+    result = subprocess.run(
+        [str(RECALL_KIT), "add", "--root", str(root), "--type", "user", "--name", "n", "--description", "d"],
+        input=b"caf\xe9\n", capture_output=True, env=clean_environ(), cwd=cwd, timeout=60,
+    )
+    assert result.returncode == 2 and result.stderr.decode().strip().endswith("the body is not valid UTF-8")
+    assert os.listdir(root) == []
