@@ -55,10 +55,15 @@ def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> E
         raise DatasetError(f"enrichment sidecar not found: {enrichment}")
     snapshot = _load_memories(memories, enrichment)
     queries = []
-    with open(root / "queries.jsonl", encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with open(root / "queries.jsonl", "rb") as lines:  # bytes: a line that is not UTF-8 is named, not a traceback
+        for number, raw in enumerate(lines, 1):
+            where = f"{root / 'queries.jsonl'}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{where}: not UTF-8 (invalid byte at offset {exc.start} of the line)") from None
             if line.strip():
-                queries.append(_query(line, f"{root / 'queries.jsonl'}:{number}"))
+                queries.append(_query(line, where))
     return EvalDataset(root, snapshot, tuple(queries))
 
 
