@@ -213,7 +213,7 @@ class RecallDaemon:
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
-            message = json.loads(line)
+            message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
             if not isinstance(message, dict):
                 raise _RequestError("a request is a JSON object")
             op = message.get("op")
@@ -223,6 +223,8 @@ class RecallDaemon:
             return {"ok": True, **await handler(self, message)}
         except json.JSONDecodeError as exc:
             return {"ok": False, "error": f"not JSON: {exc.msg} at column {exc.colno}"}
+        except UnicodeDecodeError as exc:
+            return {"ok": False, "error": f"not UTF-8: invalid byte at offset {exc.start} of the request"}
         except (_RequestError, MemoryStoreError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         except Exception as exc:  # a request must never take the daemon down

@@ -3,13 +3,15 @@ the way, bytes that are not UTF-8 (and where they are), never a codec's or a rac
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from cli_support import EXAMPLES, RECALL_KIT, assert_one_line_error, clean_environ, run_recall_kit
-from integration_support import Env, env  # noqa: F401  (fixture)
+from integration_support import Daemon, Env, daemon, env  # noqa: F401  (fixtures)
 
 MEMORY = "---\nname: {name}\ndescription: a note\ntype: user\n---\nbody\n"
 NOT_UTF8 = "caf\udce9"  # the byte 0xE9 alone, as Python keeps it in an argument or a file name
@@ -110,3 +112,27 @@ def test_a_body_on_stdin_that_is_not_utf8_is_refused(cwd: Path, tmp_path: Path) 
     )
     assert result.returncode == 2 and result.stderr.decode().strip().endswith("the body is not valid UTF-8")
     assert os.listdir(root) == []
+
+
+def test_a_queries_file_that_is_not_utf8_is_one_line_naming_its_line(cwd: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    (dataset / "memories" / "user").mkdir(parents=True)
+    (dataset / "memories" / "user" / "note.md").write_text(MEMORY.format(name="note"))
+    (dataset / "queries.jsonl").write_bytes(b'{"id": "q1", "query": "note", "relevant": []}\n{"query": "caf\xe9"}\n')
+
+    result = run_recall_kit("bench", "delivery", str(dataset), "--fast-only", cwd=cwd)
+
+    assert_one_line_error(result, "queries.jsonl:2: not UTF-8", "offset 14")
+    assert "codec" not in result.stderr
+
+
+def test_a_daemon_request_that_is_not_utf8_is_answered_so(env: Env, daemon: Daemon) -> None:  # noqa: F811
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(env.socket))
+        # json.loads(bytes) takes b'{\x00' for UTF-16 and says "'utf-16-le' codec can't decode"
+        sock.sendall(b'{\x00"\x00\xe9\n{"op": "status"}\n')
+        reader = sock.makefile("rb")
+        answers = [json.loads(reader.readline()) for _ in range(2)]
+    assert answers[0] == {"ok": False, "error": "not UTF-8: invalid byte at offset 4 of the request"}
+    assert answers[1]["ok"] is True  # the connection survives
