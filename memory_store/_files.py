@@ -206,18 +206,16 @@ class MemoryRoot:
         name = parts[-1]
         with _root_fd(self._root) as root_fd, _folder(root_fd, parts[:-1], ref, create=True) as folder_fd:
             info = _lstat(folder_fd, name, ref)
-            if info is not None:
-                if stat.S_ISLNK(info.st_mode):
-                    raise MemoryPathError(f"refused {ref}: it is a symlink, and nothing is written through one")
-                if not stat.S_ISREG(info.st_mode):
-                    raise MemoryPathError(f"refused {ref}: it is not a regular file")
-                if not overwrite:
-                    raise MemoryExistsError(f"{ref} already exists")
+            refusal = _existing_refusal(info, ref, overwrite=overwrite)
+            if refusal is not None:
+                raise refusal
             mode = stat.S_IMODE(info.st_mode) if info is not None else None
             try:
                 write_in_folder(folder_fd, name, text.encode("utf-8"), replace=overwrite, mode=mode)
             except FileExistsError:
-                raise MemoryExistsError(f"{ref} already exists (it appeared meanwhile)") from None
+                appeared = _lstat(folder_fd, name, ref)  # what won the race is what the message names
+                raced = _existing_refusal(appeared, ref, overwrite=False, meanwhile=" (it appeared meanwhile)")
+                raise raced or MemoryExistsError(f"{ref} already exists (it appeared meanwhile)") from None
             except OSError as exc:
                 raise MemoryStoreError(f"cannot write {ref}: {exc.strerror}") from None
         return info is not None
@@ -369,6 +367,21 @@ def _unreachable(fd: int, part: str, folder: str, ref: str, exc: OSError) -> Mem
         what = "a symlink" if is_link else "not a folder"
         return MemoryPathError(f"refused {ref}: {folder} is {what}, and nothing is read or written through one")
     return MemoryStoreError(f"cannot reach {ref}: {folder}: {exc.strerror}")
+
+
+def _existing_refusal(
+    info: os.stat_result | None, ref: str, *, overwrite: bool, meanwhile: str = ""
+) -> MemoryStoreError | None:
+    """What is wrong with writing over ``info``, the entry found at ``ref``; None when it may be replaced."""
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return MemoryPathError(f"refused {ref}: it is a symlink{meanwhile}, and nothing is written through one")
+    if not stat.S_ISREG(info.st_mode):
+        return MemoryPathError(f"refused {ref}: it is not a regular file{meanwhile}")
+    if not overwrite:
+        return MemoryExistsError(f"{ref} already exists{meanwhile}")
+    return None
 
 
 def _lstat(folder_fd: int, name: str, ref: str) -> os.stat_result | None:

@@ -136,3 +136,38 @@ def test_a_daemon_request_that_is_not_utf8_is_answered_so(env: Env, daemon: Daem
         answers = [json.loads(reader.readline()) for _ in range(2)]
     assert answers[0] == {"ok": False, "error": "not UTF-8: invalid byte at offset 4 of the request"}
     assert answers[1]["ok"] is True  # the connection survives
+
+
+def test_a_symlink_planted_between_the_check_and_the_link_is_named_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memory_store._files as files_module
+    from memory_store import MemoryPathError, MemoryRoot
+
+    root = tmp_path / "memories"
+    (root / "user").mkdir(parents=True)
+    target = tmp_path / "elsewhere" / "planted.md"
+    real_write = files_module.write_in_folder
+
+    def plant_then_write(folder_fd: int, name: str, data: bytes, **kwargs: object) -> None:
+        os.symlink(target, name, dir_fd=folder_fd)  # another process wins the race to the name
+        real_write(folder_fd, name, data, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files_module, "write_in_folder", plant_then_write)
+    with pytest.raises(MemoryPathError) as refused:
+        MemoryRoot(root).save(name="Planted", description="d", type="user")
+
+    assert str(refused.value) == (
+        "refused memories/user/planted.md: it is a symlink (it appeared meanwhile), and nothing is written through one"
+    )
+    assert (root / "user" / "planted.md").is_symlink() and not target.exists()
+
+
+def test_a_name_of_sixty_four_byte_characters_is_saved_by_add(cwd: Path, tmp_path: Path) -> None:
+    root = tmp_path / "memories"
+    root.mkdir()
+    name = "\U0001d49c" * 60  # 240 bytes: the longest slug; the temp file beside it must not make it too long
+    result = run_recall_kit("add", "--root", str(root), "--type", "user", "--name", name, "--description", "d",
+                            "--body", "b", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(root / "user") == [f"{name}.md"]
