@@ -109,7 +109,7 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: 
     except SettingsError as exc:
         raise InputError(str(exc)) from None
     for root in result.missing_roots:
-        warn(f"memory root {root} does not exist: the hook recalls nothing from it until it does")
+        warn(f"memory root {root} does not exist: until it does, the hook recalls nothing (the daemon refuses it)")
     _report(result, dry_run, "updated", "already up to date")
 
 

@@ -156,6 +156,7 @@ def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, m
 
     assert allowed.returncode == 0, allowed.stderr
     assert b"warning" in allowed.stderr and str(typo).encode() in allowed.stderr
+    assert b"the hook recalls nothing (the daemon refuses it)" in allowed.stderr  # from any root, not just it
     assert _ours(_strict_json(_settings(env).read_text()), "Stop")[0].endswith(f"--root {typo}")
 
 
