@@ -11,11 +11,14 @@ from typing import Awaitable, Callable
 
 import anyio
 import pytest
-from cli_support import EXAMPLES, RECALL_KIT, clean_environ
+from cli_support import EXAMPLES, REPO, RECALL_KIT, assert_one_line_error, clean_environ, run_recall_kit
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import PaginatedRequestParams
 
+from store_helpers import memory, wait_until, write
+
+from memory_store import MemoryStore, MemoryStoreError
 from recall_kit_cli.integrations.mcp_server import RESOURCE_PAGE_SIZE
 
 DEPLOY_REF = "memories/projects/ledgerline/deploy.md"
@@ -147,3 +150,19 @@ def test_head_after_a_long_output_leaves_status_0(tmp_path: Path, args: list[str
         capture_output=True, env=clean_environ(), cwd=tmp_path, timeout=120,
     )
     assert pipeline.returncode == 0 and pipeline.stderr == b"", pipeline.stderr
+
+
+def test_the_readme_says_what_watching_a_missing_root_does(tmp_path: Path) -> None:
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "A root that does not exist yet is picked up only with `MemoryStore.open(..., allow_missing=True)`; " \
+        "the CLI refuses a missing root." in readme
+    missing = tmp_path / "not-yet"
+
+    refused = run_recall_kit("watch", "--root", str(missing), cwd=tmp_path)
+    assert_one_line_error(refused, "memory root does not exist", str(missing))
+    with pytest.raises(MemoryStoreError, match="memory root does not exist"):
+        MemoryStore.open(missing, watch=True)
+
+    with MemoryStore.open(missing, watch=True, allow_missing=True) as store:
+        write(missing / "first.md", memory(name="First"))
+        wait_until(store, lambda s: [doc.name for doc in s.docs.values()] == ["First"] and not s.errors)
