@@ -13,7 +13,7 @@ from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows
-from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
+from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
 FALLBACK = "showing the fast result"
@@ -102,13 +102,8 @@ def _selector_config(
     if fast_only:
         return None, "--fast-only"
     config = selector_config(base_url=base_url, model=model, timeout=timeout)
-    if not config.configured:
-        missing = " and ".join(config.missing())
-        return None, (
-            f"no model configured (missing {missing}; use --base-url/--model, "
-            "RECALL_KIT_BASE_URL/RECALL_KIT_MODEL, or [selector] in recall-kit.toml)"
-        )
-    return config, None
+    off = model_off_reason(config)
+    return (None, off) if off else (config, None)
 
 
 def _outcome(turn: ObservedTurn, config: SelectorConfig) -> tuple[str, bool]:
