@@ -275,7 +275,7 @@ class ChatModelClient:
     @classmethod
     def from_config(cls, config: SelectorConfig) -> Self:
         """A client of ``config``'s endpoint; ConfigError when it lacks a base URL or a model, when its
-        key is withheld from its endpoint (``refusal``), or when a setting is invalid."""
+        base_url is an untrusted project file's (``refusal``), or when a setting is invalid."""
         if config.refusal or config.problems:
             raise ConfigError(config.refusal or next(iter(config.problems.values())))
         if not config.configured:

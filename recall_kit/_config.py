@@ -6,9 +6,9 @@ own file (``RECALL_KIT_CONFIG``, else ``recall-kit.toml`` in the user's config f
 written for recall-kit); ``[selector]`` of the project file ``./recall-kit.toml``.
 
 The first four are the user's own. The project file is not, until the user trusts it (see
-``_config_files``): it may set the model and the timeout, but the base_url it names receives no key
-of the user's, only a key written in that same file, and that key goes nowhere else. While a
-user's key would be needed there, the model stage is off and ``SelectorConfig.refusal`` says why.
+``_config_files``): it may set the model and the timeout, but the base_url it names receives
+nothing, neither a key (the user's or its own) nor the prompts and memories the model stage would
+send: the model stage is off for that folder and ``SelectorConfig.refusal`` says why.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class SelectorConfig:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     user_config_file: Path | None = None  # the user's own recall-kit.toml that was read, if any
     project_trust: TrustState | None = None  # whether the user trusted config_file as it is now
-    refusal: str | None = None  # why the model stage is off: the user's key is withheld from this endpoint
+    refusal: str | None = None  # why the model stage is off: its base_url is an untrusted project file's
     # setting -> what is wrong with it; only with load_selector_config(lenient=True), which never raises
     problems: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -133,19 +133,19 @@ def _selector_table(file: ConfigFile | None) -> Mapping[str, Any]:
 
 
 def _key_for(url: _Candidate | None, keys: list[_Candidate]) -> tuple[_Candidate | None, _Candidate | None]:
-    """The key that may go to ``url``, and the user's key withheld from it (an untrusted project's URL)."""
-    users = [k for k in keys if k.users]
-    if url is None or url.users:
-        return (users[0] if users else None), None  # an untrusted project's own key goes only to its own URL
-    own = [k for k in keys if not k.users]
-    return (own[0], None) if own else (None, users[0] if users else None)
+    """The key sent to ``url`` (the first of the user's own, a trusted project's included), and for
+    an untrusted project's url none: the user's key, if any, is then returned second, as withheld."""
+    users = [k for k in keys if k.users]  # an untrusted project's own key is never sent anywhere
+    first = users[0] if users else None
+    return (first, None) if url is None or url.users else (None, first)
 
 
-def _refusal(withheld: _Candidate, url: str, project: Path, trust: TrustState) -> str:
+def _refusal(withheld: _Candidate | None, url: str, project: Path, trust: TrustState) -> str:
     command = f"`recall-kit config trust {shlex.quote(str(project))}`"
     why = (f"which changed since you trusted it: review it, then run {command}" if trust == "changed"
            else f"which you have not trusted: if you do, run {command}")
-    return f"your API key ({withheld.origin}) is not sent to {display_url(url)}, the base_url of {project}, {why}"
+    what = f"your API key ({withheld.origin}) is" if withheld else "your prompts are"
+    return f"{what} not sent to {display_url(url)}, the base_url of {project}, {why}"
 
 
 def load_selector_config(
@@ -222,8 +222,9 @@ def load_selector_config(
     resolved_key = resolve("api_key", key, lambda v, o: clean_api_key(_text(v, o, "api_key"), o))
     resolved_timeout = resolve("timeout", timeouts[0] if timeouts else None, _timeout)
     refusal = None
-    if withheld is not None and url is not None and trust is not None:
-        sources["api_key"] = withheld.origin
+    if url is not None and not url.users and trust is not None:  # the base_url of an untrusted project file
+        if withheld is not None:
+            sources["api_key"] = withheld.origin
         refusal = _refusal(withheld, str(url.value), project_path, trust)
     return SelectorConfig(
         base_url=resolved_url,

@@ -113,15 +113,16 @@ def _settings() -> dict[str, Setting]:
         settings["roots"] = {"value": None, "source": f"not set (--root, {ROOTS_ENV} or roots = [...])"}
     settings["base_url"] = {"value": selector.shown_base_url, "source": sources.get("base_url", "not set")}
     settings["model"] = {"value": selector.model, "source": sources.get("model", "not set")}
-    settings["api_key"] = {"value": "***" if selector.api_key or selector.refusal else None,
+    withheld_key = selector.refusal is not None and "api_key" in sources
+    settings["api_key"] = {"value": "***" if selector.api_key or withheld_key else None,
                            "source": sources.get("api_key", "not set")}
     settings["timeout"] = {"value": f"{selector.timeout:g}", "source": sources.get("timeout", "default")}
     source = f"environment variable {CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "default"
     settings["cache_dir"] = {"value": str(default_cache_dir()), "source": source}
     for name, problem in problems.items():
         settings[name]["problem"] = problem
-    if selector.refusal:
-        settings["api_key"]["withheld"] = selector.refusal
+    if selector.refusal:  # beside the key withheld, else beside the base_url that gets nothing
+        settings["api_key" if withheld_key else "base_url"]["withheld"] = selector.refusal
     return settings
 
 
@@ -131,5 +132,5 @@ def _row(name: str, setting: Setting) -> str:
     if "problem" in setting:
         return f"{name:<12} invalid  ({clean(setting['problem'])})"
     if "withheld" in setting:
-        return f"{name:<12} {shown}  ({clean(setting['source'])}; withheld, see below)"
+        return f"{name:<12} {shown}  ({clean(setting['source'])}; model stage off, see below)"
     return f"{name:<12} {shown}  ({clean(setting['source'])})"

@@ -1,5 +1,5 @@
 """A key goes only to an endpoint from the same or a more trusted source: a cloned repo's
-recall-kit.toml naming an "attacker" endpoint gets no key of the user's, from `query`, `mcp`,
+recall-kit.toml naming an "attacker" endpoint gets no key, prompt or memory, from `query`, `mcp`,
 `serve`, `enrich` or `bench`, until the user trusts that file as it is now."""
 
 from __future__ import annotations
@@ -105,18 +105,25 @@ def test_query_sends_no_key_to_an_untrusted_project_endpoint_and_does_once_it_is
     assert "withheld" in shown["api_key"]
 
 
-def test_a_key_written_in_the_project_file_goes_to_that_file_s_endpoint_and_nowhere_else(
+def test_an_untrusted_project_endpoint_gets_no_prompt_even_without_a_key_or_with_its_own(
     repo: ClonedRepo, attacker: ScriptedChatServer
 ) -> None:
+    repo.env = {k: v for k, v in repo.env.items() if k not in ("OPENAI_API_KEY", "RECALL_KIT_API_KEY")}
+    keyless = repo.query()
+    assert attacker.requests == []  # the user's prompt and memories stay home too
+    assert f"refinement off: your prompts are not sent to {attacker.base_url}" in keyless.stdout
+    assert "your prompts are not sent to" in json.loads(repo.run("config", "--json").stdout)["base_url"]["withheld"]
     repo.project_file.write_text(
         f'[selector]\nbase_url = "{attacker.base_url}"\nmodel = "m"\napi_key = "{PROJECT_KEY}"\n')
-    repo.query()
-    assert attacker.wait_for_requests(1) and set(authorizations(attacker)) == {f"Bearer {PROJECT_KEY}"}
-    with ScriptedChatServer() as users_endpoint:  # the user's own endpoint, without a key of the user's
-        env = {k: v for k, v in repo.env.items() if k not in ("OPENAI_API_KEY", "RECALL_KIT_API_KEY")}
-        repo.env = {**env, "RECALL_KIT_BASE_URL": users_endpoint.base_url}
+    block = repo.query("--format", "block")
+    assert attacker.requests == []
+    assert block.stderr.count("\n") == 1 and "refinement off: your prompts are not sent to" in block.stderr
+    with ScriptedChatServer() as users_endpoint:  # the user's own endpoint never gets the project's key
+        repo.env["RECALL_KIT_BASE_URL"] = users_endpoint.base_url
         repo.query()
         assert users_endpoint.wait_for_requests(1) and set(authorizations(users_endpoint)) == {None}
+    shown = json.loads(repo.run("config", "--json").stdout)
+    assert "withheld" not in shown["api_key"] and "withheld" not in shown["base_url"]
 
 
 def test_the_users_own_config_file_endpoint_gets_the_key(repo: ClonedRepo, tmp_path: Path) -> None:

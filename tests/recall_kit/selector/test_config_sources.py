@@ -68,14 +68,22 @@ def test_a_key_given_as_an_argument_or_in_the_users_file_is_withheld_too(project
     assert config.api_key is None and config.refusal and f"user file {user_file}" in config.refusal
 
 
-def test_the_project_files_own_key_goes_to_its_own_endpoint_and_no_other(project: Path, user_file: Path) -> None:
+def test_an_untrusted_project_endpoint_gets_nothing_even_with_no_key_or_a_key_of_its_own(
+    project: Path, user_file: Path
+) -> None:
+    keyless = load(project, user_file)  # the prompts and memories alone would go to the attacker
+    assert not keyless.configured and keyless.refusal and keyless.api_key is None
+    assert keyless.refusal.startswith(f"your prompts are not sent to {ATTACKER}, the base_url of {project}")
     project.write_text(f'[selector]\nbase_url = "{ATTACKER}"\nmodel = "m"\napi_key = "{PROJECT_KEY}"\n')
-    config = load_selector_config(config_path=project, environ={"RECALL_KIT_CONFIG": str(user_file),
-                                                                "OPENAI_API_KEY": USER_KEY})
-    assert config.configured and config.api_key == PROJECT_KEY and config.refusal is None
-    mine = load_selector_config(config_path=project, environ={"RECALL_KIT_CONFIG": str(user_file),
-                                                              "RECALL_KIT_BASE_URL": "http://mine/v1"})
-    assert mine.base_url == "http://mine/v1" and mine.api_key is None  # the project's key stays with its endpoint
+    own_key = load(project, user_file)
+    assert not own_key.configured and own_key.refusal and own_key.api_key is None
+    with pytest.raises(ConfigError, match="your prompts are not sent to"):
+        ModelSelector.from_config(own_key)
+    mine = load(project, user_file, RECALL_KIT_BASE_URL="http://mine/v1")
+    assert mine.configured and mine.api_key is None  # the project's key never goes to the user's endpoint
+    trust_config_file(project, environ={"RECALL_KIT_CONFIG": str(user_file)})
+    trusted = load(project, user_file)
+    assert trusted.configured and trusted.api_key == PROJECT_KEY and trusted.refusal is None
 
 
 def test_trusting_the_file_lets_the_users_key_go_until_the_file_changes(project: Path, user_file: Path) -> None:
