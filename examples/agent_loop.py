@@ -166,12 +166,14 @@ class Agent:
 
 
 def recall_model() -> SelectorConfig | None:
-    """The recall model from RECALL_KIT_* (or recall-kit.toml); None turns refinement off."""
+    """The recall model from RECALL_KIT_* (or a recall-kit.toml); None turns refinement off."""
     try:
         config = load_selector_config()
     except ConfigError as exc:
         print(f"agent_loop: recall model off: {exc}", file=sys.stderr)
         return None
+    if config.refusal:  # a project file's endpoint the user has not trusted with their key
+        print(f"agent_loop: recall model off: {config.refusal}", file=sys.stderr)
     return config if config.configured else None
 
 

@@ -32,10 +32,15 @@ if TYPE_CHECKING:
     from recall_kit._background_enrichment import BackgroundEnrichment as BackgroundEnrichment
     from recall_kit._cache_file import CACHE_DIR_ENV as CACHE_DIR_ENV
     from recall_kit._cache_file import default_cache_dir as default_cache_dir
-    from recall_kit._config import CONFIG_FILE_NAME as CONFIG_FILE_NAME
     from recall_kit._config import SelectorConfig as SelectorConfig
     from recall_kit._config import load_selector_config as load_selector_config
-    from recall_kit._config import read_config_toml as read_config_toml
+    from recall_kit._config_files import CONFIG_FILE_NAME as CONFIG_FILE_NAME
+    from recall_kit._config_files import USER_CONFIG_ENV as USER_CONFIG_ENV
+    from recall_kit._config_files import ConfigFile as ConfigFile
+    from recall_kit._config_files import read_config_toml as read_config_toml
+    from recall_kit._config_files import trust_config_file as trust_config_file
+    from recall_kit._config_files import untrust_config_file as untrust_config_file
+    from recall_kit._config_files import user_config_path as user_config_path
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
@@ -120,8 +125,13 @@ _EXPORTS: dict[str, str] = {
     "MAX_MODEL_DOCS": "recall_kit.limits",
     "SelectorConfig": "recall_kit._config",
     "load_selector_config": "recall_kit._config",
-    "read_config_toml": "recall_kit._config",
-    "CONFIG_FILE_NAME": "recall_kit._config",
+    "read_config_toml": "recall_kit._config_files",
+    "CONFIG_FILE_NAME": "recall_kit._config_files",
+    "ConfigFile": "recall_kit._config_files",
+    "USER_CONFIG_ENV": "recall_kit._config_files",
+    "user_config_path": "recall_kit._config_files",
+    "trust_config_file": "recall_kit._config_files",
+    "untrust_config_file": "recall_kit._config_files",
     "Enricher": "recall_kit._enricher",
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",

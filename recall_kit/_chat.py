@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal, Mapping, Self
 
 import httpx
 
-from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, load_selector_config
+from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, check_base_url, load_selector_config
 from recall_kit._errors import ConfigError
 from recall_kit._kinds import FallbackKind
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
@@ -102,7 +102,7 @@ class ChatEndpoint:
             raise ConfigError(f"{owner} needs a base URL and a model name")
         if not timeout > 0:
             raise ConfigError(f"timeout must be positive, got {timeout!r}")
-        url = split_url_credentials(base_url)
+        url = split_url_credentials(check_base_url(base_url, owner))
         self._request_url = url.request_url.rstrip("/")
         self._auth = url.auth  # credentials from the URL go out as basic auth, never in a URL
         self.base_url = url.shown_url.rstrip("/")
@@ -227,10 +227,20 @@ class ChatEndpoint:
                 if oversized:
                     raise _ChatFailure("response body over 1 MiB", mode, kind="bad_response")
                 return response.status_code, response.headers, bytes(body)
-        except httpx.HTTPError as exc:
-            raise _ChatFailure(f"transport error: {type(exc).__name__}", mode, kind="unreachable") from None
-        except OSError as exc:
-            raise _ChatFailure(f"transport error: {type(exc).__name__}", mode, kind="unreachable") from None
+        except _ChatFailure:
+            raise
+        except Exception as exc:  # anything the transport raises (a proxy's bad port, a missing SOCKS extra, ...)
+            raise _ChatFailure(f"transport error: {self._transport_problem(exc)}", mode, kind="unreachable") from None
+
+    def _transport_problem(self, exc: Exception) -> str:
+        """What went wrong in one redacted line: httpx's and the OS's errors by name, others with their
+        message; an exception group (anyio's connect) by its first error."""
+        while isinstance(exc, ExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        name = type(exc).__name__
+        if isinstance(exc, (httpx.HTTPError, OSError)) or not str(exc):
+            return name
+        return self.redact(one_line(f"{name}: {exc}"), ERROR_SNIPPET_CHARS)
 
 
 class ChatModelClient:
@@ -264,7 +274,10 @@ class ChatModelClient:
 
     @classmethod
     def from_config(cls, config: SelectorConfig) -> Self:
-        """A client of ``config``'s endpoint; ConfigError when it lacks a base URL or a model."""
+        """A client of ``config``'s endpoint; ConfigError when it lacks a base URL or a model, when its
+        base_url is an untrusted project file's (``refusal``), or when a setting is invalid."""
+        if config.refusal or config.problems:
+            raise ConfigError(config.refusal or next(iter(config.problems.values())))
         if not config.configured:
             raise ConfigError(
                 f"{cls.unconfigured} (missing {' and '.join(config.missing())}): set "
@@ -284,7 +297,7 @@ class ChatModelClient:
         config_path: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Self:
-        """Arguments, then the environment, then recall-kit.toml; ConfigError if none configures one."""
+        """Settings as ``load_selector_config`` resolves them; ConfigError if they configure none."""
         return cls.from_config(
             load_selector_config(
                 base_url=base_url, model=model, api_key=api_key, timeout=timeout,

@@ -95,7 +95,7 @@ def split_url_credentials(url: str) -> UrlParts:
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
-        return UrlParts(url, url, None, ())
+        return _split_unparsed(url)
     if not parsed.userinfo:
         return UrlParts(url, url, None, ())
     bare = str(parsed.copy_with(username=None, password=None))
@@ -105,6 +105,17 @@ def split_url_credentials(url: str) -> UrlParts:
         auth=httpx.BasicAuth(parsed.username, parsed.password),
         secrets=tuple(s for s in (parsed.username, parsed.password) if s),
     )
+
+
+def _split_unparsed(url: str) -> UrlParts:
+    """A URL httpx cannot parse (it will never be requested): credentials found by hand, to mask them."""
+    scheme, separator, rest = url.partition("://")
+    authority_end = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
+    at = rest.rfind("@", 0, authority_end)
+    if not separator or at < 0:
+        return UrlParts(url, url, None, ())
+    secrets = tuple(s for s in rest[:at].split(":", 1) if s)
+    return UrlParts(url, f"{scheme}://{MASK}@{rest[at + 1:]}", None, secrets)
 
 
 def display_url(url: str | None) -> str | None:

@@ -1,7 +1,9 @@
-"""Settings the commands share: the default memory roots and the checks on recall-kit.toml.
+"""Settings the commands share: the default memory roots, the checks on recall-kit.toml, and the
+model settings every command resolves the same way (``recall_kit.load_selector_config``).
 
 Roots, highest precedence first: ``--root`` arguments, ``RECALL_KIT_ROOTS`` (os.pathsep-separated),
-then ``roots = [...]`` at the top of ``./recall-kit.toml`` (relative paths are relative to that file).
+then ``roots = [...]`` at the top of the project file ``./recall-kit.toml`` (relative paths are
+relative to that file; roots need no trust, the model's endpoint does).
 """
 
 from __future__ import annotations
@@ -87,20 +89,37 @@ def resolve_roots(given: tuple[str, ...]) -> Roots:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise InputError(f"{path}: roots must be a non-empty list of folder paths")
     base = path.parent
-    return Roots(tuple(str(base / os.path.expanduser(v)) for v in value), f"{path} roots")
+    return Roots(tuple(str(base / os.path.expanduser(v)) for v in value), f"project file {path} roots")
 
 
 def selector_config(
-    *, base_url: str | None = None, model: str | None = None, timeout: float | None = None
+    *, base_url: str | None = None, model: str | None = None, timeout: float | None = None, lenient: bool = False
 ) -> SelectorConfig:
-    """The model endpoint; a bad value is a one-line error that names its real source."""
+    """The model endpoint; a bad value is a one-line error that names its real source (with
+    ``lenient``, it is described in ``problems`` instead)."""
     if timeout is not None and not (timeout > 0 and timeout != float("inf")):
         raise InputError(f"--model-timeout must be a positive number of seconds, got {timeout:g}")
-    read_config_file()  # warns about unknown keys before the engine reads the same file
     try:
-        return load_selector_config(base_url=base_url, model=model, timeout=timeout)
+        read_config_file()  # warns about unknown keys before the engine reads the same file
+    except InputError:
+        if not lenient:
+            raise
+    try:
+        return load_selector_config(base_url=base_url, model=model, timeout=timeout, lenient=lenient)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+
+
+def model_off_reason(config: SelectorConfig) -> str | None:
+    """Why the model stage cannot run with ``config``, in one line; None when it can."""
+    if config.refusal:
+        return config.refusal
+    if not config.configured:
+        return (
+            f"no model configured (missing {' and '.join(config.missing())}; use --base-url/--model, "
+            f"RECALL_KIT_BASE_URL/RECALL_KIT_MODEL, or [selector] in {CONFIG_FILE_NAME})"
+        )
+    return None
 
 
 root_option = click.option(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -10,6 +14,11 @@ import pytest
 
 # importlib mode: the plain helper modules in tests/support are imported by name
 sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+# never the real user's own recall-kit.toml: an empty config folder for the run (subprocesses inherit it)
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="recall-kit-tests-config-")
+atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], True)
+os.environ.pop("RECALL_KIT_CONFIG", None)
 
 from recall_kit._chat import _ENDPOINT_MODES
 from recall_kit.testing import LlamaServer, RealModelUnavailable, ScriptedChatServer

@@ -143,6 +143,8 @@ def _plain_baseline(dataset: EvalDataset) -> PlainBaseline:
 
 def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
     config = selector_config(base_url=base_url, model=model, timeout=timeout)
+    if config.refusal:
+        raise InputError(config.refusal)
     if not config.configured:
         raise InputError(f"the refined phase needs --base-url and --model (missing {' and '.join(config.missing())})")
     return config

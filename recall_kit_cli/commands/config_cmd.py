@@ -1,49 +1,136 @@
-"""`recall-kit config`: every effective setting and where it came from; the key is never shown."""
+"""`recall-kit config`: every effective setting and where it came from (the key is never shown), and
+`config trust|untrust`: whether a project file's endpoint may receive the user's API key."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
-from recall_kit import CACHE_DIR_ENV, default_cache_dir
-from recall_kit_cli._format import InputError
-from recall_kit_cli._output import clean, echo_json, echo_rows
+from recall_kit import (
+    CACHE_DIR_ENV,
+    USER_CONFIG_ENV,
+    ConfigError,
+    SelectorConfig,
+    default_cache_dir,
+    trust_config_file,
+    untrust_config_file,
+    user_config_path,
+)
 from recall_kit_cli._config_file import ROOTS_ENV, config_file, resolve_roots, selector_config
+from recall_kit_cli._format import InputError
+from recall_kit_cli._output import clean, echo, echo_json, echo_rows
+
+Setting = dict[str, Any]  # {"value": ..., "source": ...} and, when flagged, "problem" or "withheld"
 
 
-
-@click.command("config")
+@click.group("config", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def config(as_json: bool) -> None:
+@click.pass_context
+def config(ctx: click.Context, as_json: bool) -> None:
     """Show every effective setting with its source (argument, environment variable or file).
 
-    The API key shows only as set or not set.
+    The API key shows only as set or not set. An invalid setting is flagged in its line (and in
+    "problem" with --json), the others still shown; the exit status is 0 either way.
 
     \b
     Example:
       RECALL_KIT_MODEL=gpt-4o-mini recall-kit config
+      recall-kit config trust            # let ./recall-kit.toml's base_url get your API key
     """
-    settings: list[tuple[str, str | None, str]] = []
-    path = config_file()
-    settings.append(("config_file", str(path) if path else None, "./recall-kit.toml" if path else "none found"))
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = _settings()
+    if as_json:
+        echo_json(settings)
+        return
+    echo_rows(_row(name, setting) for name, setting in settings.items())
+    for setting in settings.values():
+        if "withheld" in setting:
+            echo(f"model stage off: {clean(setting['withheld'])}")
+
+
+@config.command("trust")
+@click.argument("path", required=False)
+def trust(path: str | None) -> None:
+    """Trust a project's recall-kit.toml as it is now (default ./recall-kit.toml): its base_url may
+    then receive your API key. Recorded in your own config file with the file's SHA-256; once the
+    file changes it is untrusted again.
+
+    \b
+    Example:
+      recall-kit config trust ~/src/team-repo
+    """
+    try:
+        trusted = trust_config_file(path)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    table = trusted.data.get("selector")
+    base_url = table.get("base_url") if isinstance(table, dict) else None
+    endpoint = (f"its base_url {SelectorConfig(base_url=base_url, model=None).shown_base_url} may receive your API key"
+                if isinstance(base_url, str) and base_url else "it names no base_url")
+    echo(f"trusted {clean(trusted.path)} (sha256 {trusted.sha256[:12]}): {clean(endpoint)}; "
+         f"recorded in {clean(user_config_path())}")
+
+
+@config.command("untrust")
+@click.argument("path", required=False)
+def untrust(path: str | None) -> None:
+    """Stop trusting a project's recall-kit.toml (default ./recall-kit.toml).
+
+    \b
+    Example:
+      recall-kit config untrust ~/src/team-repo
+    """
+    try:
+        project, removed = untrust_config_file(path)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    echo(f"untrusted {clean(project)}" if removed else f"{clean(project)} was not trusted")
+
+
+def _settings() -> dict[str, Setting]:
+    """Every setting as `recall-kit config` shows it, in display order."""
+    selector = selector_config(lenient=True)
+    problems, sources = selector.problems, selector.sources
+    project = config_file()
+    settings: dict[str, Setting] = {}
+    if project is None:
+        settings["config_file"] = {"value": None, "source": "none found"}
+    else:
+        settings["config_file"] = {"value": str(project), "source": f"project file, {selector.project_trust_shown}"}
+    user_path = user_config_path()
+    user_source = f"environment variable {USER_CONFIG_ENV}" if os.environ.get(USER_CONFIG_ENV) else "default"
+    settings["user_config"] = {
+        "value": str(user_path) if selector.user_config_file or "user_config" in problems else None,
+        "source": user_source if selector.user_config_file else f"none at {user_path}",
+    }
     try:
         roots = resolve_roots(())
-        settings.append(("roots", os.pathsep.join(roots.paths), roots.source))
+        settings["roots"] = {"value": os.pathsep.join(roots.paths), "source": roots.source}
     except InputError:
-        settings.append(("roots", None, f"not set (--root, {ROOTS_ENV} or roots = [...])"))
-    selector = selector_config()
-    sources = selector.sources
-    settings += [
-        ("base_url", selector.shown_base_url, sources.get("base_url", "not set")),
-        ("model", selector.model, sources.get("model", "not set")),
-        ("api_key", "***" if selector.api_key else None, sources.get("api_key", "not set")),
-        ("timeout", f"{selector.timeout:g}", sources.get("timeout", "default")),
-    ]
+        settings["roots"] = {"value": None, "source": f"not set (--root, {ROOTS_ENV} or roots = [...])"}
+    settings["base_url"] = {"value": selector.shown_base_url, "source": sources.get("base_url", "not set")}
+    settings["model"] = {"value": selector.model, "source": sources.get("model", "not set")}
+    withheld_key = selector.refusal is not None and "api_key" in sources
+    settings["api_key"] = {"value": "***" if selector.api_key or withheld_key else None,
+                           "source": sources.get("api_key", "not set")}
+    settings["timeout"] = {"value": f"{selector.timeout:g}", "source": sources.get("timeout", "default")}
     source = f"environment variable {CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "default"
-    settings.append(("cache_dir", str(default_cache_dir()), source))
-    if as_json:
-        echo_json({name: {"value": value, "source": source} for name, value, source in settings})
-        return
-    echo_rows(f"{name:<12} {clean(value) if value is not None else '-'}  ({clean(source)})"
-              for name, value, source in settings)
+    settings["cache_dir"] = {"value": str(default_cache_dir()), "source": source}
+    for name, problem in problems.items():
+        settings[name]["problem"] = problem
+    if selector.refusal:  # beside the key withheld, else beside the base_url that gets nothing
+        settings["api_key" if withheld_key else "base_url"]["withheld"] = selector.refusal
+    return settings
+
+
+def _row(name: str, setting: Setting) -> str:
+    value = setting["value"]
+    shown = clean(value) if value is not None else "-"
+    if "problem" in setting:
+        return f"{name:<12} invalid  ({clean(setting['problem'])})"
+    if "withheld" in setting:
+        return f"{name:<12} {shown}  ({clean(setting['source'])}; model stage off, see below)"
+    return f"{name:<12} {shown}  ({clean(setting['source'])})"

@@ -12,7 +12,7 @@ import click
 
 from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich
-from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
+from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 
 EXIT_SOME_FAILED = 1
@@ -87,11 +87,9 @@ def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, co
 
 def _config(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
     config = selector_config(base_url=base_url, model=model, timeout=timeout)
-    if not config.configured:
-        raise InputError(
-            f"no model configured (missing {' and '.join(config.missing())}; use --base-url/--model, "
-            "RECALL_KIT_BASE_URL/RECALL_KIT_MODEL, or [selector] in recall-kit.toml)"
-        )
+    off = model_off_reason(config)
+    if off:
+        raise InputError(off)
     return config
 
 

@@ -12,8 +12,8 @@ from recall_kit.limits import bounded_prompt
 from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
-from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows
-from recall_kit_cli._config_file import resolve_roots, root_option, selector_config
+from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows, warn
+from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
 FALLBACK = "showing the fast result"
@@ -43,7 +43,7 @@ def query(
       recall-kit query "how do we deploy ledgerline?" --root examples/memories -v
     """
     fmt = "json" if as_json else fmt
-    config, off_reason = _selector_config(fast_only, base_url, model, model_timeout)
+    config, off_reason, refused = _selector_config(fast_only, base_url, model, model_timeout)
     if require_model and config is None:
         raise InputError(f"--require-model: refinement is off ({off_reason})")
     text = bounded_prompt(text)  # what recall reads of it; a pasted log costs no more than its head
@@ -55,6 +55,8 @@ def query(
     assert isinstance(heuristic, FastHeuristic)  # open_recaller builds one
     if off_reason and fmt == "text":
         echo(f"refinement off: {clean(off_reason)}")
+    elif refused and fmt == "block":  # the block alone would not tell that a project file's endpoint was refused
+        warn(f"refinement off: {off_reason}")
 
     def show_initial(turn: ObservedTurn) -> None:
         if fmt == "text":
@@ -97,18 +99,14 @@ def query(
 
 def _selector_config(
     fast_only: bool, base_url: str | None, model: str | None, timeout: float | None
-) -> tuple[SelectorConfig | None, str | None]:
-    """The endpoint to refine with, or None and the one-line reason refinement is off."""
+) -> tuple[SelectorConfig | None, str | None, bool]:
+    """The endpoint to refine with, or None and the one-line reason refinement is off; and whether
+    it is off because an untrusted project file names the endpoint."""
     if fast_only:
-        return None, "--fast-only"
+        return None, "--fast-only", False
     config = selector_config(base_url=base_url, model=model, timeout=timeout)
-    if not config.configured:
-        missing = " and ".join(config.missing())
-        return None, (
-            f"no model configured (missing {missing}; use --base-url/--model, "
-            "RECALL_KIT_BASE_URL/RECALL_KIT_MODEL, or [selector] in recall-kit.toml)"
-        )
-    return config, None
+    off = model_off_reason(config)
+    return (None, off, config.refusal is not None) if off else (config, None, False)
 
 
 def _outcome(turn: ObservedTurn, config: SelectorConfig) -> tuple[str, bool]:

@@ -172,13 +172,14 @@ def mcp(roots: tuple[str, ...], fast_only: bool, no_cache: bool) -> None:
 
 
 def _selector_config(fast_only: bool) -> SelectorConfig | None:
-    """The model settings the daemon or server refines with, or None (fast path only)."""
-    from recall_kit import ConfigError, load_selector_config
+    """The model settings the daemon or server refines with, or None (fast path only); a key
+    withheld from the endpoint is said in one warning line."""
+    from recall_kit_cli._config_file import selector_config
+    from recall_kit_cli._output import warn
 
     if fast_only:
         return None
-    try:
-        loaded = load_selector_config()
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    loaded = selector_config()
+    if loaded.refusal:
+        warn(f"model stage off: {loaded.refusal}")
     return loaded if loaded.configured else None

@@ -49,14 +49,16 @@ def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: R
     data = json_out(run_cli("config", "--json", env=env))
     assert text.returncode == 0 and API_KEY not in text.stdout + str(data) and "hunter2" not in text.stdout + str(data)
     assert data["base_url"]["source"] == "environment variable RECALL_KIT_BASE_URL"
-    assert data["model"] == {"value": "from-file", "source": f"{tmp_path / 'cwd' / 'recall-kit.toml'} [selector] model"}
+    project = tmp_path / "cwd" / "recall-kit.toml"
+    assert data["model"] == {"value": "from-file", "source": f"project file {project} (untrusted) [selector] model"}
     assert data["timeout"]["value"] == "12" and data["api_key"]["value"] == "***"
-    assert data["roots"] == {"value": str(EXAMPLES), "source": f"{tmp_path / 'cwd' / 'recall-kit.toml'} roots"}
+    assert data["roots"] == {"value": str(EXAMPLES), "source": f"project file {project} roots"}
+    assert data["config_file"] == {"value": str(project), "source": "project file, untrusted"}
     assert data["cache_dir"]["source"] == "environment variable RECALL_KIT_CACHE_DIR"
     lines = text.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [
-        "config_file", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"]
-    assert lines[3].startswith("model        from-file  (") and "[selector] model" in lines[3]
+        "config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"]
+    assert lines[4].startswith("model        from-file  (") and "[selector] model" in lines[4]
 
 
 def test_config_with_nothing_set_says_where_a_value_would_come_from(run_cli: RunCli) -> None:
@@ -84,3 +86,59 @@ def test_a_bad_value_names_its_real_source(run_cli: RunCli) -> None:
     bad_arg = run_cli(*args, "--model-timeout", "-1")
     assert_one_line_error(bad_arg, "--model-timeout", "positive")
     assert "recall-kit.toml" not in bad_arg.stderr
+
+
+def test_a_base_url_with_a_bad_port_is_one_line_naming_it(run_cli: RunCli, dataset: Path) -> None:
+    bad = "http://127.0.0.1:99999/v1"
+    words = (f"{bad} is not a usable base URL", "port 99999 is out of range (1-65535)")
+    assert_one_line_error(run_cli("query", "x", "--root", str(EXAMPLES), "--base-url", bad, "--model", "m"), *words)
+    assert_one_line_error(run_cli("enrich", "--root", str(EXAMPLES), "--base-url", bad, "--model", "m"), *words)
+    assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--base-url", bad, "--model", "m"), *words)
+    masked = run_cli("query", "x", "--root", str(EXAMPLES), "--model", "m",
+                     env=clean_environ(RECALL_KIT_BASE_URL="http://me:hunter2@127.0.0.1:99999/v1"))
+    assert_one_line_error(masked, "RECALL_KIT_BASE_URL", "http://***@127.0.0.1:99999/v1", "port 99999")
+    assert "hunter2" not in masked.stderr
+
+
+def test_a_transport_failure_at_request_time_reads_as_its_problem(run_cli: RunCli) -> None:
+    env = {k: v for k, v in clean_environ().items() if k.lower() not in ("no_proxy", "https_proxy", "all_proxy")}
+    env["HTTP_PROXY"] = "http://127.0.0.1:99999"  # httpx's own settings: no URL check of ours sees it
+    result = run_cli("query", "deploy ledgerline", "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1",
+                     "--model", "m", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "model unreachable (OverflowError: connect(): port must be 0-65535.): showing the fast result" in (
+        result.stdout.splitlines())
+    assert "ExceptionGroup" not in result.stdout + result.stderr and result.stderr == ""
+
+
+def test_config_with_a_malformed_key_shows_every_other_setting_and_flags_the_key(run_cli: RunCli) -> None:
+    env = clean_environ(RECALL_KIT_BASE_URL="http://127.0.0.1:9/v1", RECALL_KIT_MODEL="m",
+                        RECALL_KIT_API_KEY="sk-5be04a7c\u200b19d2e836", RECALL_KIT_ROOTS=str(EXAMPLES))
+    text = run_cli("config", env=env)
+    assert text.returncode == 0, text.stderr
+    rows = {line.split()[0]: line for line in text.stdout.splitlines()}
+    assert set(rows) == {"config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"}
+    assert rows["base_url"].startswith("base_url     http://127.0.0.1:9/v1  (environment variable RECALL_KIT_BASE_URL)")
+    assert rows["model"].startswith("model        m  (") and str(EXAMPLES) in rows["roots"]
+    assert rows["api_key"].startswith("api_key      invalid  (environment variable RECALL_KIT_API_KEY: ")
+    assert "U+200B" in rows["api_key"] and "5be04a7c" not in text.stdout
+    data = json_out(run_cli("config", "--json", env=env))
+    assert data["api_key"]["value"] is None and "U+200B" in data["api_key"]["problem"]
+    assert data["model"] == {"value": "m", "source": "environment variable RECALL_KIT_MODEL"}
+    assert all("problem" not in data[name] for name in data if name != "api_key")
+    assert_one_line_error(run_cli("query", "x", "--root", str(EXAMPLES), env=env), "RECALL_KIT_API_KEY", "U+200B")
+
+
+def test_config_trust_and_untrust_say_what_they_did_in_one_line(run_cli: RunCli, tmp_path: Path) -> None:
+    env = clean_environ(RECALL_KIT_CONFIG=str(tmp_path / "user" / "recall-kit.toml"))
+    assert_one_line_error(run_cli("config", "trust", env=env), "recall-kit.toml", "cannot read")
+    project = tmp_path / "cwd" / "recall-kit.toml"
+    project.write_text("[selector\n")
+    assert_one_line_error(run_cli("config", "trust", env=env), "not valid TOML")
+    assert not (tmp_path / "user").exists()
+    project.write_text('[selector]\nbase_url = "http://u:hunter2@127.0.0.1:9/v1"\n')
+    trusted = run_cli("config", "trust", env=env)
+    assert trusted.returncode == 0 and "hunter2" not in trusted.stdout
+    assert "its base_url http://***@127.0.0.1:9/v1 may receive your API key" in trusted.stdout
+    assert run_cli("config", "untrust", env=env).stdout == f"untrusted {project}\n"
+    assert run_cli("config", "untrust", str(project.parent), env=env).stdout == f"{project} was not trusted\n"

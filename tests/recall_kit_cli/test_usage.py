@@ -7,6 +7,7 @@ from cli_support import EXAMPLES, RunCli, assert_one_line_error, clean_environ
 
 COMMANDS = [
     (), ("list",), ("query",), ("watch",), ("add",), ("show",), ("rm",), ("validate",), ("stats",), ("config",),
+    ("config", "trust"), ("config", "untrust"),
     ("bench",), ("bench", "delivery"), ("bench", "latency"), ("serve",), ("hook",), ("hook", "claude-code"),
     ("hook", "install"), ("hook", "uninstall"), ("mcp",), ("enrich",),
 ]

@@ -1,4 +1,4 @@
-"""Where the endpoint comes from: arguments, RECALL_KIT_*, recall-kit.toml, OPENAI_*."""
+"""Where the endpoint comes from: arguments, RECALL_KIT_*, the user's file, OPENAI_*, the project file."""
 
 from __future__ import annotations
 
@@ -35,16 +35,25 @@ def test_openai_variables_are_the_last_fallback(tmp_path: Path, monkeypatch: pyt
 def test_recall_kit_toml_in_current_directory_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_toml(tmp_path, '[selector]\nbase_url = "http://file/v1"\nmodel = "file-model"\ntimeout = 12\n')
     monkeypatch.chdir(tmp_path)
-    config = load_selector_config(environ={"OPENAI_BASE_URL": "http://generic/v1"})
+    config = load_selector_config(environ={})
     assert (config.base_url, config.model, config.timeout) == ("http://file/v1", "file-model", 12.0)
-    assert config.config_file == tmp_path / "recall-kit.toml"
+    assert config.config_file == tmp_path / "recall-kit.toml" and config.project_trust == "untrusted"
+    # every setting of the user's own, even a variable set for every OpenAI client, outranks a project file
+    assert load_selector_config(environ={"OPENAI_BASE_URL": "http://generic/v1"}).base_url == "http://generic/v1"
 
 
-def test_precedence_arguments_then_env_then_file(tmp_path: Path) -> None:
-    path = write_toml(tmp_path, '[selector]\nbase_url = "http://file/v1"\nmodel = "file-model"\napi_key = "file-key"\n')
-    env = {"RECALL_KIT_MODEL": "env-model", "OPENAI_API_KEY": "generic-key"}
-    config = load_selector_config(base_url="http://arg/v1", config_path=path, environ=env)
-    assert (config.base_url, config.model, config.api_key) == ("http://arg/v1", "env-model", "file-key")
+def test_precedence_arguments_then_env_then_user_file_then_openai_then_project_file(tmp_path: Path) -> None:
+    project = write_toml(tmp_path, '[selector]\nbase_url = "http://file/v1"\nmodel = "file-model"\napi_key = "file-key"\n')
+    (tmp_path / "user").mkdir()
+    user = write_toml(tmp_path / "user", '[selector]\nmodel = "user-model"\napi_key = "user-key"\n')
+    env = {"RECALL_KIT_MODEL": "env-model", "OPENAI_API_KEY": "generic-key", "RECALL_KIT_CONFIG": str(user)}
+    config = load_selector_config(base_url="http://arg/v1", config_path=project, environ=env)
+    assert (config.base_url, config.model, config.api_key) == ("http://arg/v1", "env-model", "user-key")
+    del env["RECALL_KIT_MODEL"]
+    user.write_text('[selector]\nmodel = "user-model"\n')
+    config = load_selector_config(base_url="http://arg/v1", config_path=project, environ=env)
+    assert (config.model, config.api_key) == ("user-model", "generic-key")
+    assert config.sources["api_key"] == "environment variable OPENAI_API_KEY"
 
 
 def test_nothing_configured_raises_config_error_naming_what_is_missing(

@@ -1,0 +1,197 @@
+"""The two recall-kit.toml files and the project files the user trusted.
+
+The project file, ``./recall-kit.toml``, comes with whatever folder the user is in (a repo just
+cloned): it is not trusted. The user's own file (``RECALL_KIT_CONFIG``, else ``recall-kit.toml`` in
+the user's config folder) is read only when it is a regular file of this user's that others cannot
+write. `recall-kit config trust` records a project file in the user's file by its real path and the
+SHA-256 of its bytes; a trusted file whose bytes change is untrusted again (as direnv and mise do).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+import platformdirs
+
+from memory_store import MemoryStoreError, UnsafePathError, atomic_write, open_private, private_folder
+from recall_kit._errors import ConfigError
+
+CONFIG_FILE_NAME = "recall-kit.toml"
+USER_CONFIG_ENV = "RECALL_KIT_CONFIG"
+_BLOCK_START = "# >>> trusted project files: written by `recall-kit config trust` and `recall-kit config untrust`"
+_BLOCK_END = "# <<< trusted project files"
+
+TrustState = Literal["trusted", "untrusted", "changed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """A recall-kit.toml as it was read: its path, the SHA-256 of its bytes, and its content."""
+
+    path: Path
+    sha256: str
+    data: Mapping[str, Any]
+    text: str
+
+
+def read_config_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The whole of a recall-kit.toml; ConfigError in one line when it cannot be read or parsed."""
+    return dict(read_project_file(path).data)
+
+
+def read_project_file(path: str | os.PathLike[str]) -> ConfigFile:
+    """A recall-kit.toml read once: the bytes hashed are the bytes parsed. ConfigError when it
+    cannot be read or parsed."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return _parse(Path(path), raw)
+
+
+def _parse(path: Path, raw: bytes) -> ConfigFile:
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    return ConfigFile(path, hashlib.sha256(raw).hexdigest(), data, text)
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the user's own config file is: ``RECALL_KIT_CONFIG``, else ``recall-kit.toml`` in the
+    user's config folder (``~/.config/recall-kit`` on Linux)."""
+    env = os.environ if environ is None else environ
+    given = env.get(USER_CONFIG_ENV)
+    if given:
+        return Path(os.path.abspath(os.path.expanduser(given)))
+    return Path(platformdirs.user_config_dir("recall-kit")) / CONFIG_FILE_NAME
+
+
+def read_user_file(path: Path) -> ConfigFile | None:
+    """The user's own file, or None when there is none. ConfigError when it is not a regular file
+    of this user's (a symlink is followed to one), or when others can write to it."""
+    real = Path(os.path.realpath(path))
+    try:
+        fd = open_private(real)
+    except FileNotFoundError:
+        return None
+    except (UnsafePathError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: not used as your config file ({reason})") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ConfigError(
+                f"{path}: not used as your config file (others can write to it, mode {mode:04o}; run chmod go-w on it)"
+            )
+        raw = f.read()
+    return _parse(path, raw)
+
+
+def trusted_files(user: ConfigFile | None) -> dict[str, str]:
+    """The project files the user trusted: real path -> SHA-256. ConfigError for a malformed record."""
+    if user is None:
+        return {}
+    records = user.data.get("trusted", [])
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("sha256"), str) for r in records
+    ):
+        raise ConfigError(f"{user.path}: every [[trusted]] entry needs a path and a sha256 (strings)")
+    return {r["path"]: r["sha256"] for r in records}
+
+
+def trust_state(project: ConfigFile, trusted: Mapping[str, str]) -> TrustState:
+    """Whether the user trusted this project file as it is now, never did, or did before it changed."""
+    recorded = trusted.get(os.path.realpath(project.path))
+    if recorded is None:
+        return "untrusted"
+    return "trusted" if recorded == project.sha256 else "changed"
+
+
+def project_file_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The project file ``path`` names (a folder means its recall-kit.toml); ``./recall-kit.toml`` by default."""
+    given = Path(os.path.abspath(os.fspath(path) if path is not None else CONFIG_FILE_NAME))
+    return given / CONFIG_FILE_NAME if given.is_dir() else given
+
+
+def trust_config_file(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> ConfigFile:
+    """Record the project file ``path`` (default ``./recall-kit.toml``), as it is now, as trusted in
+    the user's config file: its endpoint may then receive the user's API key. Returns the file trusted."""
+    project = read_project_file(project_file_path(path))
+    _edit_trusted(environ, lambda trusted: {**trusted, os.path.realpath(project.path): project.sha256})
+    return project
+
+
+def untrust_config_file(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> tuple[Path, bool]:
+    """Remove the project file ``path`` (default ``./recall-kit.toml``) from the trusted files: the
+    file meant, and whether it was trusted. The file itself need not exist any more."""
+    project = project_file_path(path)
+    real = os.path.realpath(project)
+    if real not in trusted_files(read_user_file(user_config_path(environ))):
+        return project, False
+    _edit_trusted(environ, lambda trusted: {p: h for p, h in trusted.items() if p != real})
+    return project, True
+
+
+def _edit_trusted(environ: Mapping[str, str] | None, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    """Rewrite the trusted block of the user's file (always its last lines), keeping everything else."""
+    path = user_config_path(environ)
+    user = read_user_file(path)
+    wanted = change(trusted_files(user))
+    text = _with_trusted_block(user.text if user else "", wanted)
+    if trusted_files(_parse(path, text.encode("utf-8"))) != wanted:  # e.g. [[trusted]] written by hand elsewhere
+        raise ConfigError(f"{path}: has [[trusted]] entries outside the block recall-kit writes; edit them by hand")
+    real = Path(os.path.realpath(path))
+    try:
+        if user is None:
+            if not real.parent.exists():
+                private_folder(real.parent)
+            os.close(open_private(real, os.O_WRONLY, create=True))  # 0600 before anything is in it
+        atomic_write(real, text)
+    except (MemoryStoreError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot record trust ({reason})") from None
+
+
+def _with_trusted_block(text: str, trusted: Mapping[str, str]) -> str:
+    """``text`` without the block recall-kit wrote, then the block for ``trusted`` (if any) at the end,
+    where its [[trusted]] tables cannot capture keys the user wrote."""
+    lines = text.splitlines()
+    if _BLOCK_START in lines:
+        start = lines.index(_BLOCK_START)
+        end = lines.index(_BLOCK_END, start) + 1 if _BLOCK_END in lines[start:] else len(lines)
+        lines = lines[:start] + lines[end:]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if trusted:
+        block = [_BLOCK_START]
+        for real, sha256 in sorted(trusted.items()):
+            block += ["[[trusted]]", f"path = {_toml_string(real)}", f'sha256 = "{sha256}"']
+        lines += ([""] if lines else []) + block + [_BLOCK_END]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string; ConfigError for a path that is not text (undecodable bytes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"cannot record {value!r}: its path is not UTF-8 text") from None
+    escaped = "".join(
+        "\\" + ch if ch in '"\\' else f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in value
+    )
+    return f'"{escaped}"'
