@@ -17,12 +17,15 @@ from memory_store._scan import (
     Candidate,
     Entry,
     Reuse,
+    MAX_FOLDER_DEPTH,
     Root,
+    folder_depth,
     is_hidden,
     is_memory_name,
     open_beneath,
     open_root,
     read_at,
+    shallow_part,
     symlinked_folder_error,
     walk,
 )
@@ -54,9 +57,11 @@ class StoreState:
     # --- reading the file system -------------------------------------------------
 
     def rescan(self, root: Root, under: str = "") -> None:
-        """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone."""
+        """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone; a subtree
+        below MAX_FOLDER_DEPTH is rescanned from its first folder too deep to enter (it is reported)."""
         if under and is_hidden(under):
             return
+        under = shallow_part(under)
         links: set[str] = set()
         try:
             root_fd = open_root(root)
@@ -106,6 +111,9 @@ class StoreState:
         if is_hidden(rel):
             return
         parent_rel, _, name = rel.rpartition("/")
+        if folder_depth(parent_rel) > MAX_FOLDER_DEPTH:
+            self.rescan(root, parent_rel)  # in a folder the store does not enter: that folder is what changed
+            return
         try:
             root_fd = open_root(root)
         except OSError:
@@ -159,13 +167,14 @@ class StoreState:
         sidecar = self.sidecars.get(root.label)
         if sidecar is None:
             return
-        new, problems = sidecar.read(root)
+        refused = sidecar.refusal(root)
+        new, problems = sidecar.read(root) if refused is None else ({}, [])
         label = root.label
         for ref in self._sidecar_errors[label]:
             self._errors.pop(ref, None)
         refs: list[str] = []
-        for line, reason in problems:
-            where = f"{sidecar.label_path()}:{line}" if line else sidecar.label_path()
+        located = [(f"{sidecar.label_path()}:{line}" if line else sidecar.label_path(), reason) for line, reason in problems]
+        for where, reason in [refused] if refused is not None else located:
             err = SkippedFile(label, where, reason)
             self._errors[err.ref] = err
             refs.append(err.ref)
