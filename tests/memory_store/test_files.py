@@ -389,3 +389,18 @@ def test_a_sidecar_folder_that_is_a_file_is_reported_and_refused(files: MemoryRo
     with MemoryStore.open(root, watch=False) as store:
         assert [(e.ref, e.reason) for e in store.snapshot().errors] == [
             ("mem/.recall-kit", "the sidecar folder is not a folder")]
+
+
+@pytest.mark.parametrize("where, what", [
+    (".recall-kit/enrichment.jsonl", "sidecar"), (".recall-kit/enrichment.jsonl.lock", "sidecar's lock"),
+])
+def test_a_fifo_at_the_sidecar_or_its_lock_is_refused_without_being_opened(
+    files: MemoryRoot, root: Path, where: str, what: str
+) -> None:
+    (root / ".recall-kit").mkdir()
+    os.mkfifo(root / where)  # opened for reading, it would block until a writer came
+    assert files.sidecar_refusal() == f"mem/{where}: {what} is not a regular file"
+    with MemoryStore.open(root, watch=False) as store:
+        snapshot = store.snapshot()
+    assert list(snapshot.docs) == ["mem/user/tea.md"]
+    assert (root / where).is_fifo()
