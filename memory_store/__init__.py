@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from memory_store._files import SavedMemory as SavedMemory
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
     from memory_store._store import MemoryStore as MemoryStore
+    from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
     from memory_store._sidecar import EnrichmentEntry as EnrichmentEntry
     from memory_store._sidecar import MAX_KEYWORDS as MAX_KEYWORDS
     from memory_store._sidecar import MAX_KEYWORD_CHARS as MAX_KEYWORD_CHARS
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from memory_store._private import PRIVATE_FOLDER_MODE as PRIVATE_FOLDER_MODE
     from memory_store._private import open_private as open_private
     from memory_store._private import private_folder as private_folder
+    from memory_store._private import private_lock as private_lock
     from memory_store._write import file_lock as file_lock
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
@@ -81,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "SavedMemory": "memory_store._files",
     "DEFAULT_DEBOUNCE_MS": "memory_store._store",
     "MemoryStore": "memory_store._store",
+    "MAX_FOLDER_DEPTH": "memory_store._scan",
     "EnrichmentEntry": "memory_store._sidecar",
     "MAX_KEYWORDS": "memory_store._sidecar",
     "MAX_KEYWORD_CHARS": "memory_store._sidecar",
@@ -100,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "PRIVATE_FOLDER_MODE": "memory_store._private",
     "open_private": "memory_store._private",
     "private_folder": "memory_store._private",
+    "private_lock": "memory_store._private",
     "file_lock": "memory_store._write",
 }
 __all__ = sorted(_EXPORTS)

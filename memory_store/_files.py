@@ -36,6 +36,7 @@ from memory_store._write import write_in_folder
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SIDECAR_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _SIDECAR_FOLDER, _, _SIDECAR_NAME = SIDECAR_PATH.rpartition("/")
+_LOCK_NAME = _SIDECAR_NAME + ".lock"  # update_in_folder's lock beside the sidecar
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,54 @@ class Sidecar:
             return {}, []  # no root, so no sidecar; the root's own error says so
         return read_sidecar_fd(fd)
 
+    def refusal(self, root: Root, *, writing: bool = False) -> tuple[str, str] | None:
+        """Where and why the root's own sidecar can be neither read nor written: (path relative to
+        the root, one-line reason) when its folder or the file (``writing``: or its lock) is not what
+        it must be."""
+        if not self.inside:
+            return None  # a file the caller gave: theirs to place
+        try:
+            root_fd = open_root(root)
+        except OSError:
+            return None  # no root, so no sidecar; the root's own error says so
+        try:
+            kind = _kind_at(root_fd, _SIDECAR_FOLDER)
+            if kind == "symlink":
+                return _SIDECAR_FOLDER, "the sidecar folder is a symlink; enrichment is never read or written through one"
+            if kind not in ("missing", "folder"):
+                return _SIDECAR_FOLDER, "the sidecar folder is not a folder"
+            if kind == "missing":
+                return None
+            try:
+                folder_fd = os.open(_SIDECAR_FOLDER, _DIR_FLAGS, dir_fd=root_fd)
+            except OSError:
+                return None  # swapped meanwhile, or unreadable: reading and writing report it
+            try:
+                for name, what in [(_SIDECAR_NAME, "sidecar"), *([(_LOCK_NAME, "sidecar's lock")] if writing else [])]:
+                    kind = _kind_at(folder_fd, name)
+                    if kind == "symlink":
+                        return f"{_SIDECAR_FOLDER}/{name}", f"{what} is a symlink; symlinks are not followed"
+                    if kind not in ("missing", "file"):
+                        return f"{_SIDECAR_FOLDER}/{name}", f"{what} is not a regular file"
+            finally:
+                os.close(folder_fd)
+        finally:
+            os.close(root_fd)
+        return None
+
+    def write_refusal(self, root: Root) -> str | None:
+        """Why enrichment cannot be recorded in this sidecar (one line naming it), or None when it can."""
+        refused = self.refusal(root, writing=True)
+        if refused is not None:
+            where, reason = refused
+            return f"{root.label}/{where}: {reason}"
+        folder = Path(self.path).parent
+        while not os.path.lexists(folder) and folder != folder.parent:
+            folder = folder.parent  # the nearest folder that is there: the rest is made in it
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{folder} is not writable"
+        return None
+
     def exists(self, root: Root) -> bool:
         """Whether the sidecar is a regular file that ``read`` reads."""
         if not self.inside:
@@ -97,6 +146,19 @@ class Sidecar:
         with _root_fd(root) as root_fd, _folder(root_fd, [_SIDECAR_FOLDER], where, create=True) as folder_fd:
             update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
         return Path(self.path)
+
+
+def _kind_at(folder_fd: int, name: str) -> str:
+    """What is at ``name`` in an open folder: "missing", "symlink", "folder", "file" or "other"."""
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink"
+    return "folder" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
 
 
 def _open_own_sidecar(root: Root) -> int | None:
@@ -262,6 +324,12 @@ class MemoryRoot:
     def has_sidecar(self) -> bool:
         """Whether the root's sidecar is there, a regular file the store reads."""
         return self._sidecar.exists(self._root)
+
+    def sidecar_refusal(self) -> str | None:
+        """Why enrichment cannot be recorded for this root, in one line (its sidecar's folder or file is
+        a symlink or not what it must be, or cannot be written), or None when ``record_enrichment`` can
+        write it. What a caller checks before asking a model for terms it could not keep."""
+        return self._sidecar.write_refusal(self._root)
 
     def record_enrichment(self, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None = None) -> Path:
         """Merge ``entries`` into the root's sidecar and write it atomically, locked against other writers;

@@ -9,9 +9,12 @@ and used only when it is a regular file of this user's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from memory_store._errors import UnsafePathError
@@ -35,6 +38,8 @@ def private_folder(path: str | os.PathLike[str], *, create: bool = True) -> Path
     if create:
         try:
             os.makedirs(folder, mode=PRIVATE_FOLDER_MODE, exist_ok=True)
+        except FileExistsError:
+            pass  # something that is not a folder: the checks below say what
         except OSError as exc:
             raise UnsafePathError(f"cannot create {folder}: {exc.strerror}") from None
         for ancestor in reversed(folder.parents):  # what makedirs created, and what appeared meanwhile
@@ -111,3 +116,24 @@ def open_private(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, crea
         os.close(fd)
         raise
     return fd
+
+
+@contextlib.contextmanager
+def private_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive flock on ``path``, a private lock file (made 0600 when missing, opened as
+    ``open_private`` opens), for the block.
+
+    Raises UnsafePathError when ``path`` is a symlink, not a regular file, another user's, or
+    cannot be opened.
+    """
+    try:
+        fd = open_private(path, os.O_RDWR, create=True)
+    except UnsafePathError:
+        raise
+    except OSError as exc:
+        raise UnsafePathError(f"cannot lock {os.fspath(path)}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

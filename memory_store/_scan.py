@@ -9,20 +9,28 @@ under the walk is reported, not raised.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 from typing import Callable, Union
 
 from memory_store._errors import MemoryNotFoundError, MemoryParseError, MemoryPathError, MemoryStoreError
 from memory_store._parse import parse_memory
-from memory_store._types import INDEX_FILE_NAME, SkippedFile, MemoryDoc, StoredDoc
+from memory_store._types import INDEX_FILE_NAME, DeferredDoc, Listing, SkippedFile, MemoryDoc, StoredDoc
 
 Read = Union[MemoryDoc, SkippedFile]  # what reading one file gives
 Entry = Union[StoredDoc, SkippedFile]  # ... or a caller's cache stood in for reading it
 
-# (abspath, size, mtime_ns) of a listed regular file -> a doc parsed from it before, or None to read it.
-Reuse = Callable[[str, int, int], Union[StoredDoc, None]]
+# (abspath, lstat) of a listed regular file -> a doc parsed from it before, or None to read it.
+Reuse = Callable[[str, os.stat_result], Union[StoredDoc, None]]
+
+# Folders deeper than this below a root are reported and never entered, by the scan or the watcher:
+# memories sit a few levels down, and a 1,100-level tree cost an fd per level and broke watching.
+MAX_FOLDER_DEPTH = 64
+_log = logging.getLogger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO must not hang us
@@ -68,6 +76,22 @@ def is_hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 
 
+def folder_depth(rel: str) -> int:
+    """How many folders below the root ``rel`` (a folder's path relative to it) is; the root is 0."""
+    return rel.count("/") + 1 if rel else 0
+
+
+def too_deep(root: Root, rel: str) -> SkippedFile:
+    """The report for a folder the store does not enter."""
+    return SkippedFile(root.label, rel, f"folder nested more than {MAX_FOLDER_DEPTH} levels deep: not read")
+
+
+def shallow_part(rel: str) -> str:
+    """``rel`` cut to the first folder on it that is too deep to enter (``rel`` itself when none is)."""
+    parts = rel.split("/")
+    return "/".join(parts[: MAX_FOLDER_DEPTH + 1]) if len(parts) > MAX_FOLDER_DEPTH else rel
+
+
 def open_root(root: Root) -> int:
     """Open the root folder itself; a symlinked root is followed on purpose (the user named it)."""
     return os.open(root.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -97,12 +121,17 @@ def walk(
     """Read every memory below ``under`` (a folder already checked to be one): (rel -> entry, rels read via a symlink).
 
     Hidden entries are skipped. Symlinked folders are never followed; one
-    pointing outside the root is reported. A folder that cannot be listed is an error.
-    ``reuse(abspath, size, mtime_ns)`` may stand in for reading a regular file (a caller's cache).
+    pointing outside the root is reported. A folder that cannot be listed is an error, and so is
+    one more than MAX_FOLDER_DEPTH levels below the root (it is not entered).
+    ``reuse(abspath, lstat)`` may stand in for reading a regular file (a caller's cache).
     """
     found: dict[str, Entry] = {}
     links: set[str] = set()
     root_real = os.path.realpath(root.path)
+    if folder_depth(under) > MAX_FOLDER_DEPTH:
+        found[under] = too_deep(root, under)
+        return found, links
+    reread = _Reread(root, max_bytes) if reuse is not None else None
     try:
         start = open_beneath(root_fd, under)
     except OSError as exc:
@@ -112,7 +141,7 @@ def walk(
     stack: list[tuple[int, str, list[str]]] = []
     fd, folder_rel = start, under
     while True:
-        subfolders = _read_folder(root, root_fd, fd, folder_rel, max_bytes, root_real, found, links, reuse)
+        subfolders = _read_folder(root, root_fd, fd, folder_rel, max_bytes, root_real, found, links, reuse, reread)
         stack.append((fd, folder_rel, subfolders))
         fd = -1
         while stack and fd == -1:
@@ -123,6 +152,9 @@ def walk(
                 continue
             name = pending.pop()
             folder_rel = f"{parent_rel}/{name}" if parent_rel else name
+            if folder_depth(folder_rel) > MAX_FOLDER_DEPTH:
+                found[folder_rel] = too_deep(root, folder_rel)
+                continue
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
             except OSError as exc:
@@ -142,6 +174,7 @@ def _read_folder(
     found: dict[str, Entry],
     links: set[str],
     reuse: Reuse | None = None,
+    reread: _Reread | None = None,
 ) -> list[str]:
     """Read the memories directly in one open folder; return its visible subfolders' names."""
     subfolders: list[str] = []
@@ -163,6 +196,8 @@ def _read_folder(
                 found[rel] = err
         elif is_memory_name(name):
             if reuse is not None and not is_link and (doc := _reused(fd, name, folder_prefix, reuse)) is not None:
+                if reread is not None and isinstance(doc, DeferredDoc):
+                    doc._listed(Listing(root.label, rel, folder_prefix + name, reread))
                 found[rel] = doc
                 continue
             found[rel] = read_at(root, root_fd, fd, rel, "symlink" if is_link else "file", max_bytes, root_real)
@@ -178,7 +213,29 @@ def _reused(fd: int, name: str, folder_prefix: str, reuse: Reuse) -> StoredDoc |
         return None  # reading it reports the problem
     if not stat.S_ISREG(info.st_mode):
         return None
-    return reuse(folder_prefix + name, info.st_size, info.st_mtime_ns)
+    return reuse(folder_prefix + name, info)
+
+
+class _Reread:
+    """The store's own read of a file whose cached doc turned out unusable (see DeferredDoc)."""
+
+    def __init__(self, root: Root, max_bytes: int) -> None:
+        self._root = root
+        self._max_bytes = max_bytes
+
+    def __call__(self, rel: str, problem: str) -> MemoryDoc:
+        ref = f"{self._root.label}/{rel}"
+        _log.warning("memory store: the cached copy of %s is unusable (%s); reading the file again", ref, problem)
+        read = read_candidate(self._root, Candidate(rel, self._root.abspath(rel), "file"), self._max_bytes)
+        if isinstance(read, MemoryDoc):
+            return read
+        # Listed as a memory, so it must stay one until the watcher or the next scan sees what it is now.
+        _log.warning("memory store: %s cannot be read again either: %s", ref, read.reason)
+        return MemoryDoc(
+            scope=self._root.label, path=rel, abspath=Path(self._root.abspath(rel)), name=PurePosixPath(rel).stem,
+            description=f"unreadable: {read.reason}", type="reference", keywords=(), extra=MappingProxyType({}),
+            body="", mtime=0.0, size=0, content_hash="",
+        )
 
 
 def read_candidate(root: Root, cand: Candidate, max_bytes: int) -> Read:

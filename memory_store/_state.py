@@ -2,6 +2,11 @@
 
 Only one thread mutates a StoreState at a time (the store holds a lock); readers
 never see it, they see the Snapshot it last built.
+
+A file is one memory whatever roots reach it (nested roots, a root and a symlink to it): of the
+refs naming one file (by device and inode), those of the first root given are published, and the
+other roots' are held back, silently, until that root no longer has the file. Only docs with equal
+bytes can be one file, so only those are ever compared.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from memory_store._scan import (
     Candidate,
     Entry,
     Reuse,
+    MAX_FOLDER_DEPTH,
     Root,
+    folder_depth,
     is_hidden,
     is_memory_name,
     open_beneath,
     open_root,
     read_at,
+    shallow_part,
     symlinked_folder_error,
     walk,
 )
@@ -47,6 +55,11 @@ class StoreState:
         self._sidecar_errors: dict[str, list[str]] = {root.label: [] for root in roots}
         self._missing: dict[str, SkippedFile] = {}
         self._docs: dict[str, StoredDoc] = {}  # as published: with fresh enrichment attached
+        self._held: dict[str, StoredDoc] = {}  # docs of files an earlier root also reaches: not published
+        self._by_hash: dict[str, set[str]] = {}  # content hash -> refs of the docs (published or held) with it
+        self._unsettled: set[str] = set()  # content hashes whose refs may now name one file from two roots
+        self._rank = {root.label: i for i, root in enumerate(roots)}  # the first root given owns a shared file
+        self._by_label = {root.label: root for root in roots}
         self._errors: dict[str, SkippedFile] = {}
         self._touched: set[str] = set()
         self._published: Snapshot | None = None
@@ -54,9 +67,11 @@ class StoreState:
     # --- reading the file system -------------------------------------------------
 
     def rescan(self, root: Root, under: str = "") -> None:
-        """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone."""
+        """Re-read a whole root (``under`` = "") or one subtree, dropping what is gone; a subtree
+        below MAX_FOLDER_DEPTH is rescanned from its first folder too deep to enter (it is reported)."""
         if under and is_hidden(under):
             return
+        under = shallow_part(under)
         links: set[str] = set()
         try:
             root_fd = open_root(root)
@@ -106,6 +121,9 @@ class StoreState:
         if is_hidden(rel):
             return
         parent_rel, _, name = rel.rpartition("/")
+        if folder_depth(parent_rel) > MAX_FOLDER_DEPTH:
+            self.rescan(root, parent_rel)  # in a folder the store does not enter: that folder is what changed
+            return
         try:
             root_fd = open_root(root)
         except OSError:
@@ -159,13 +177,14 @@ class StoreState:
         sidecar = self.sidecars.get(root.label)
         if sidecar is None:
             return
-        new, problems = sidecar.read(root)
+        refused = sidecar.refusal(root)
+        new, problems = sidecar.read(root) if refused is None else ({}, [])
         label = root.label
         for ref in self._sidecar_errors[label]:
             self._errors.pop(ref, None)
         refs: list[str] = []
-        for line, reason in problems:
-            where = f"{sidecar.label_path()}:{line}" if line else sidecar.label_path()
+        located = [(f"{sidecar.label_path()}:{line}" if line else sidecar.label_path(), reason) for line, reason in problems]
+        for where, reason in [refused] if refused is not None else located:
             err = SkippedFile(label, where, reason)
             self._errors[err.ref] = err
             refs.append(err.ref)
@@ -178,8 +197,9 @@ class StoreState:
                 continue
             ref = f"{label}/{rel}"
             enriched = self._enriched(label, rel, raw)
-            if enriched.enrichment != self._docs[ref].enrichment:
-                self._docs[ref] = enriched
+            holder = self._docs if ref in self._docs else self._held
+            if enriched.enrichment != holder[ref].enrichment:
+                holder[ref] = enriched
                 self._touched.add(ref)
 
     def _enriched(self, label: str, rel: str, doc: StoredDoc) -> StoredDoc:
@@ -196,6 +216,9 @@ class StoreState:
 
     def publish(self, version_if_changed: int) -> Snapshot | None:
         """Build the next snapshot when anything changed since the last one, else None."""
+        for content_hash in self._unsettled:
+            self._settle(content_hash)
+        self._unsettled.clear()
         prev = self._published
         if prev is None:
             changed = frozenset(self._docs)
@@ -225,7 +248,9 @@ class StoreState:
         if isinstance(old, SkippedFile):
             del self._errors[ref]
         elif old is not None:
-            del self._docs[ref]
+            if self._docs.pop(ref, None) is None:
+                del self._held[ref]
+            self._forget_hash(ref, old.content_hash)
         if entry is None:
             del entries[rel]
             self._links[root.label].discard(rel)
@@ -235,6 +260,49 @@ class StoreState:
             self._errors[ref] = entry
         else:
             self._docs[ref] = self._enriched(root.label, rel, entry)
+            refs = self._by_hash.setdefault(entry.content_hash, set())
+            refs.add(ref)
+            if len(refs) > 1:
+                self._unsettled.add(entry.content_hash)
+
+    # --- one file, one memory ----------------------------------------------------
+
+    def _forget_hash(self, ref: str, content_hash: str) -> None:
+        refs = self._by_hash.get(content_hash)
+        if refs is None:
+            return
+        refs.discard(ref)
+        if not refs:
+            del self._by_hash[content_hash]
+        else:
+            self._unsettled.add(content_hash)  # a doc it held back may be the file's only one now
+
+    def _settle(self, content_hash: str) -> None:
+        """Publish exactly one root's refs to each file among the docs with these bytes."""
+        refs = self._by_hash.get(content_hash, set())
+        files: dict[object, list[str]] = {}
+        for ref in refs:
+            files.setdefault(self._identity(ref), []).append(ref)
+        for identity, same_file in files.items():
+            first = min(self._rank[ref.partition("/")[0]] for ref in same_file)
+            for ref in same_file:
+                shown = identity is None or self._rank[ref.partition("/")[0]] == first
+                if shown and ref in self._held:
+                    self._docs[ref] = self._held.pop(ref)
+                    self._touched.add(ref)
+                elif not shown and ref in self._docs:
+                    self._held[ref] = self._docs.pop(ref)
+                    self._touched.add(ref)
+
+    def _identity(self, ref: str) -> object:
+        """(device, inode) of the file ``ref`` reads (a symlinked memory's target); None when it cannot
+        be told (gone meanwhile: the watcher's event for it follows), and such a ref is never held back."""
+        label, _, rel = ref.partition("/")
+        try:
+            info = os.stat(self._by_label[label].abspath(rel))
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
 
     def _drop_under(self, root: Root, rel: str) -> None:
         """A path vanished: drop it, and anything below it if it was a folder."""

@@ -79,14 +79,16 @@ class MemoryStore:
         A root is a path or a ``(label, path)`` tuple; the default label is the
         folder's name, made unique with "-2", "-3". A root that does not exist
         raises MemoryStoreError unless ``allow_missing`` (then, when watching,
-        it is picked up once it appears).
+        it is picked up once it appears). Roots may overlap (nested, or a symlink
+        to another): a file is one memory, listed under the first root given that
+        reaches it. Folders more than MAX_FOLDER_DEPTH levels down are reported, not read.
 
         ``enrichment``: True reads each root's own sidecar (``.recall-kit/enrichment.jsonl``);
         False reads none; a mapping ``{root label or path: sidecar path}`` reads those
         roots' sidecars from the given files instead (the other roots keep their own).
         Sidecars are watched like the memories, and ``record_enrichment`` writes to the same files.
 
-        ``reuse(abspath, size, mtime_ns)`` is asked before each regular file of the first
+        ``reuse(abspath, lstat)`` is asked before each regular file of the first
         scan is read: a doc it returns stands in for reading and parsing that file (a
         caller's cache of unchanged files). Fresh enrichment is attached to it as to any doc.
         A ``DeferredDoc`` it returns is built only when a reader first looks at it.

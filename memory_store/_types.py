@@ -56,10 +56,12 @@ class DeferredDoc(Generic[Source]):
 
     ``build(source)`` must return the doc parsed from exactly the bytes the store listed; the
     store attaches fresh enrichment itself, so what ``build`` attaches is replaced. ``content_hash``
-    lets the store match the sidecar without building the doc.
+    lets the store match the sidecar without building the doc. When ``build`` raises, or returns a
+    doc of another file or other bytes, the store reads the file again instead: a bad cache entry
+    costs one read, never a broken recall.
     """
 
-    __slots__ = ("content_hash", "enrichment", "_build", "_source", "_doc")
+    __slots__ = ("content_hash", "enrichment", "_build", "_source", "_doc", "_listing")
 
     def __init__(
         self, content_hash: str, build: Callable[[Source], MemoryDoc], source: Source, enrichment: Enrichment | None = None
@@ -69,6 +71,7 @@ class DeferredDoc(Generic[Source]):
         self._build = build
         self._source = source
         self._doc: MemoryDoc | None = None
+        self._listing: Listing | None = None  # set by the store's scan: what the doc must be, and how to read it
 
     @property
     def built(self) -> bool:
@@ -82,15 +85,57 @@ class DeferredDoc(Generic[Source]):
             with _BUILD_LOCK:
                 doc = self._doc
                 if doc is None:
-                    doc = self._build(self._source)
-                    if doc.enrichment != self.enrichment:
-                        doc = dataclasses.replace(doc, enrichment=self.enrichment)
+                    doc = self._built()
+                    enrichment = self.enrichment if doc.content_hash == self.content_hash else None
+                    if doc.enrichment != enrichment:
+                        doc = dataclasses.replace(doc, enrichment=enrichment)
                     self._doc = doc
         return doc
 
     def with_enrichment(self, enrichment: Enrichment | None) -> DeferredDoc[Source]:
         """The same doc, still deferred, with other enrichment."""
-        return DeferredDoc(self.content_hash, self._build, self._source, enrichment)
+        copy = DeferredDoc(self.content_hash, self._build, self._source, enrichment)
+        copy._listing = self._listing
+        return copy
+
+    def _listed(self, listing: Listing) -> None:
+        """Bind the file the store listed this doc for (the scan's, once, before anyone reads the doc)."""
+        self._listing = listing
+
+    def _built(self) -> MemoryDoc:
+        listing = self._listing
+        try:
+            doc = self._build(self._source)
+        except Exception as exc:  # whatever a caller's cache holds, it never escapes to a reader
+            if listing is None:
+                raise
+            return listing.reread(f"{type(exc).__name__}: {exc}")
+        if listing is None or listing.matches(doc, self.content_hash):
+            return doc
+        return listing.reread("it holds another file or other bytes")
+
+
+class Listing:
+    """The file a deferred doc stands for, as the scan listed it, and the store's own read of it."""
+
+    __slots__ = ("scope", "path", "abspath", "_reread")
+
+    def __init__(self, scope: str, path: str, abspath: str, reread: Callable[[str, str], MemoryDoc]) -> None:
+        self.scope = scope
+        self.path = path
+        self.abspath = abspath
+        self._reread = reread
+
+    def matches(self, doc: object, content_hash: str) -> bool:
+        """Whether ``doc`` is a doc of this file with the listed bytes."""
+        return (
+            isinstance(doc, MemoryDoc) and doc.content_hash == content_hash and doc.scope == self.scope
+            and doc.path == self.path and str(doc.abspath) == self.abspath
+        )
+
+    def reread(self, problem: str) -> MemoryDoc:
+        """The doc read from the file itself, the cached copy being unusable (``problem`` says why)."""
+        return self._reread(self.path, problem)
 
 
 StoredDoc = Union[MemoryDoc, DeferredDoc[Any]]

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import threading
 import time
+import types
 import warnings
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from watchdog.events import (
     DirAttribEvent,
@@ -34,6 +37,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
+
+from memory_store._scan import MAX_FOLDER_DEPTH
 
 # Events that can change what a memory file holds, or whether it can be read (chmod).
 _EVENT_FILTER = [
@@ -99,12 +104,13 @@ class Watcher:
     # --- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
+        _bound_watchdog_walks()
+        _running.add(self)  # before the first watch: its walk must already know our roots
         self._observer.start()
         self._thread.start()
-        _overflow_listeners.add(self)
 
     def stop(self) -> None:
-        _overflow_listeners.discard(self)
+        _running.discard(self)
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
@@ -261,10 +267,69 @@ class _OverflowListener(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if "queue overflowed" in record.getMessage():
-            for watcher in list(_overflow_listeners):
+            for watcher in list(_running):
                 watcher.note(rescan_all=True)
         return True
 
 
-_overflow_listeners: "weakref.WeakSet[Watcher]" = weakref.WeakSet()
+_running: "weakref.WeakSet[Watcher]" = weakref.WeakSet()  # started and not stopped
 logging.getLogger("watchdog.observers.inotify_c").addFilter(_OverflowListener())
+
+
+# --- how deep watchdog walks ----------------------------------------------------------------------
+# watchdog walks a folder it watches recursively with os.walk, which on Python 3.11 recurses once per
+# level (3.12 walks iteratively): a 1,100-level tree raised RecursionError out of the store's open, or
+# ended watchdog's thread and with it all watching. Its modules get an os whose walk goes no deeper
+# below one of our roots than the scan reads (MAX_FOLDER_DEPTH); anywhere else it is os.walk itself.
+_WALKING_MODULES = ("watchdog.events", "watchdog.observers.inotify", "watchdog.observers.inotify_c")
+
+
+def _walk_within_depth(
+    top: Any, topdown: bool = True, onerror: Any = None, followlinks: bool = False
+) -> Iterator[tuple[Any, list[Any], list[Any]]]:
+    """os.walk, kept to MAX_FOLDER_DEPTH below the roots of the running watchers that ``top`` lies in."""
+    walk = os.walk(top, topdown, onerror, followlinks)
+    levels = _levels_left(os.fsdecode(top))
+    if levels is None or not topdown:
+        yield from walk
+        return
+    sep = os.fsencode(os.sep) if isinstance(top, bytes) else os.sep
+    start = len(top)
+    for entry in walk:
+        if entry[0][start:].count(sep) >= levels:
+            entry[1].clear()  # topdown: what is left in the list is all the walk enters
+        yield entry
+
+
+def _levels_left(top: str) -> int | None:
+    """How many more folder levels below ``top`` the store reads, or None when no root of ours holds it."""
+    left: int | None = None
+    for watcher in list(_running):
+        for _given, real in watcher._aliases:
+            if top == real:
+                depth = 0
+            elif top.startswith(real.rstrip(os.sep) + os.sep):
+                depth = top[len(real.rstrip(os.sep)) + 1 :].rstrip(os.sep).count(os.sep) + 1
+            else:
+                continue
+            left = max(left if left is not None else -1, MAX_FOLDER_DEPTH - depth)
+    return left
+
+
+class _OsWithBoundedWalk(types.ModuleType):
+    """The os module, but for ``walk``."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
+_BOUNDED_OS = _OsWithBoundedWalk("os")
+_BOUNDED_OS.walk = _walk_within_depth  # type: ignore[attr-defined]
+
+
+def _bound_watchdog_walks() -> None:
+    """Give watchdog's walking modules the bounded walk (once; a module not loaded, or not using os, is left alone)."""
+    for name in _WALKING_MODULES:
+        module = sys.modules.get(name)  # the Observer's import loaded those this platform uses
+        if module is not None and getattr(module, "os", None) is os:
+            setattr(module, "os", _BOUNDED_OS)

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from memory_store import RecallKitError as RecallKitError
     from recall_kit._background_enrichment import BackgroundEnrichment as BackgroundEnrichment
     from recall_kit._cache_file import CACHE_DIR_ENV as CACHE_DIR_ENV
+    from recall_kit._cache_file import CacheFile as CacheFile
+    from recall_kit._cache_file import clear_cache_files as clear_cache_files
     from recall_kit._cache_file import default_cache_dir as default_cache_dir
+    from recall_kit._cache_file import list_cache_files as list_cache_files
     from recall_kit._config import SelectorConfig as SelectorConfig
     from recall_kit._config import load_selector_config as load_selector_config
     from recall_kit._config_files import CONFIG_FILE_NAME as CONFIG_FILE_NAME
@@ -143,6 +146,9 @@ _EXPORTS: dict[str, str] = {
     "WatchedStore": "recall_kit._open",
     "default_cache_dir": "recall_kit._cache_file",
     "CACHE_DIR_ENV": "recall_kit._cache_file",
+    "CacheFile": "recall_kit._cache_file",
+    "list_cache_files": "recall_kit._cache_file",
+    "clear_cache_files": "recall_kit._cache_file",
     # rendering and telemetry
     "render_memories": "recall_kit._render",
     "BODY_BUDGET": "recall_kit.limits",

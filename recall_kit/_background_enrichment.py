@@ -54,6 +54,7 @@ class BackgroundEnrichment:
         self._written: set[Version] = set()  # in the sidecar, not yet in a snapshot
         self._failed: dict[Version, float] = {}  # -> monotonic time of the failure
         self._next_call_at = 0.0
+        self._refused: tuple[int, frozenset[str]] = (-1, frozenset())  # (snapshot version, roots it cannot record in)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -149,15 +150,33 @@ class BackgroundEnrichment:
         self._written &= current  # forget versions that are gone or whose entry has arrived
         self._failed = {v: t for v, t in self._failed.items() if v in current}
         now = time.monotonic()
+        refused = self._refused_roots(snapshot)
         for doc in snapshot.docs.values():
             version = (doc.ref, doc.content_hash)
             if version not in current or version in self._written or doc.scope not in self._roots:
                 continue
+            if doc.scope in refused:
+                continue  # its terms could not be kept: no model call for them
             failed_at = self._failed.get(version)
             if failed_at is not None and now - failed_at < self.retry_failed_after_s:
                 continue
             return doc
         return None
+
+    def _refused_roots(self, snapshot: Snapshot) -> frozenset[str]:
+        """The roots whose sidecar cannot be written, checked once per snapshot (a fix shows up as one)."""
+        version, refused = self._refused
+        if version == snapshot.version:
+            return refused
+        found = set()
+        for label in self._roots:
+            reason = self.store.root(label).sidecar_refusal()
+            if reason is not None:
+                found.add(label)
+                if label not in refused:
+                    _log.warning("background enrichment of %s is off: %s", label, reason)
+        self._refused = (snapshot.version, frozenset(found))
+        return self._refused[1]
 
     async def _drain(self) -> None:
         while self._next_doc() is not None:

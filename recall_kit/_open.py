@@ -2,9 +2,11 @@
 index every memory again.
 
 One cache file per root set in the per-user cache folder (``RECALL_KIT_CACHE_DIR``, else
-platformdirs' user cache dir; see ``_cache_file``). It holds each file's (abspath, size, mtime_ns)
-with the doc parsed from it, and the FieldIndex built from those docs. A cold start re-reads and
-re-analyses only the files whose size or mtime changed, and drops the ones that are gone.
+platformdirs' user cache dir; see ``_cache_file``). It holds each file's abspath and identity (size,
+mtime_ns, inode, device) with the doc parsed from it, and the FieldIndex built from those docs. A
+cold start re-reads and re-analyses only the files whose identity changed, and drops the ones that
+are gone. A cache folder or file that is not this user's alone is not used: one warning, and the
+roots are read as without a cache.
 
 A cold query needs the table, the index and the few docs it shows, so each cached doc goes to the
 store as a DeferredDoc, built only when something looks at it; nothing in the sections is used
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot
+from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot, UnsafePathError
 from recall_kit._config import SelectorConfig
 from recall_kit._enricher import Enricher
 from recall_kit._errors import UsageError
@@ -31,7 +33,22 @@ from recall_kit._selector import ModelSelector
 from recall_kit._session import INITIAL_WAIT_MS
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
-from recall_kit._cache_file import Cached, Kept, cache_path, doc_from, enrichment_key, load, save
+from recall_kit._cache_file import (
+    BLOB,
+    CONTENT_HASH,
+    ENRICHMENT,
+    IDENTITY,
+    REF,
+    Cached,
+    DocBuilder,
+    Kept,
+    enrichment_key,
+    identity,
+    load,
+    mark_used,
+    save,
+    usable_cache,
+)
 from recall_kit._fields import FIELD_WEIGHTS, build_index, doc_fields
 from recall_kit._heuristic import FastHeuristic
 from recall_kit._index import FieldIndex
@@ -57,13 +74,14 @@ def open_indexed(
     Raises MemoryStoreError for a missing root, as ``MemoryStore.open`` does. A cache that cannot
     be read or written never fails the call: it is logged and the index is built from the files.
     """
-    if not use_cache:
+    opened = _open_cache(roots, cache_dir) if use_cache else None
+    if opened is None:
         with MemoryStore.open(*roots, watch=False) as store:
             snapshot = store.snapshot()
         return IndexedStore(snapshot, FastHeuristic(snapshot), 0, None)
-    path = cache_path(roots, cache_dir)
+    path, cached = opened
     with _collector_paused():
-        store, snapshot, index, reused = _open_cached(roots, path, load(path), {"watch": False})
+        store, snapshot, index, reused = _open_cached(roots, path, cached, {"watch": False})
     store.close()
     return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), reused, path)
 
@@ -103,18 +121,33 @@ def open_watched(
     opens in a tenth of a second instead of seconds of parsing and indexing. Changes after the
     open reach the heuristic through the watcher as usual. Errors as for ``open_indexed``.
     """
-    if not use_cache:
+    opened = _open_cache(roots, cache_dir) if use_cache else None
+    if opened is None:
         store = MemoryStore.open(*roots, watch=True, **store_options)
         return WatchedStore(store, FastHeuristic(store), 0, None)
-    path = cache_path(roots, cache_dir)
+    path, cached = opened
     with _collector_paused():
-        store, snapshot, index, reused = _open_cached(roots, path, load(path), {**store_options, "watch": True})
+        store, snapshot, index, reused = _open_cached(roots, path, cached, {**store_options, "watch": True})
     try:
         heuristic = FastHeuristic._from_index(snapshot, index, follow=store)
     except BaseException:
         store.close()
         raise
     return WatchedStore(store, heuristic, reused, path)
+
+
+def _open_cache(
+    roots: Sequence[str | os.PathLike[str]], cache_dir: str | os.PathLike[str] | None
+) -> tuple[Path, Cached | None] | None:
+    """The cache file of ``roots`` and what it holds, or None (with one warning) when it is not ours alone."""
+    path = usable_cache(roots, cache_dir)
+    if path is None:
+        return None
+    try:
+        return path, load(path)
+    except UnsafePathError as exc:
+        _log.warning("recall-kit: index cache off: %s", exc)
+        return None
 
 
 def _open_cached(
@@ -124,20 +157,24 @@ def _open_cached(
     files: dict[str, Any] = cached.table["files"] if cached else {}
     raw = cached.sections if cached else memoryview(b"")
     returned: dict[str, Kept] = {}  # ref -> each doc handed to the store
+    build = DocBuilder(path)
 
-    def reuse(abspath: str, size: int, mtime_ns: int) -> DeferredDoc[memoryview] | None:
+    def reuse(abspath: str, info: os.stat_result) -> DeferredDoc[memoryview] | None:
         entry = files.get(abspath)
         if entry is None:
             return None
         try:
-            cached_size, cached_mtime_ns, ref, content_hash, _, (offset, length) = entry
-            if cached_size != size or cached_mtime_ns != mtime_ns or not 0 <= offset <= offset + length <= len(raw):
+            ref, content_hash, (offset, length) = entry[REF], entry[CONTENT_HASH], entry[BLOB]
+            if (
+                entry[IDENTITY] != identity(info) or not 0 <= offset <= offset + length <= len(raw)
+                or not isinstance(ref, str) or not isinstance(content_hash, str)
+            ):
                 return None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, IndexError):
             return None  # an entry of a shape we never write: read the file
         blob = raw[offset : offset + length]
         returned[ref] = (abspath, entry, blob)
-        return DeferredDoc(content_hash, doc_from, blob)
+        return DeferredDoc(content_hash, build, blob)
 
     store = MemoryStore.open(*roots, reuse=reuse, **store_options)
     try:
@@ -148,14 +185,18 @@ def _open_cached(
             return _open_cached(roots, path, None, store_options)
         # a sidecar can change while the memory file does not: such a doc is re-analysed
         enriched = snapshot.enrichments()
-        kept = {ref: found for ref, found in returned.items() if enrichment_key(enriched.get(ref)) == found[1][4]}
+        kept = {
+            ref: found for ref, found in returned.items() if enrichment_key(enriched.get(ref)) == found[1][ENRICHMENT]
+        }
         reused = kept.keys() & snapshot.docs.keys()
         index, changed = _index_for(snapshot, cached, reused)
         if changed:
             try:
-                save(path, snapshot, index, kept)
+                save(path, roots, snapshot, index, kept)
             except (OSError, MemoryStoreError) as exc:
                 _log.warning("recall-kit: index cache not written (%s): %s", path, exc)
+        else:
+            mark_used(path, roots)
     except BaseException:
         store.close()
         raise

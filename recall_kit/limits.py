@@ -68,9 +68,16 @@ PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded promp
 HOOK_MAX_STDIN_BYTES = 64 << 20
 HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
 
+# --- the index cache ---------------------------------------------------------------------------------
+
+# One cache file per root set: 140 files (26 MB) built up in an afternoon of tests and daemon clients.
+CACHE_MAX_FILES = 16  # the least recently used beyond this are removed when a cache is written
+CACHE_MAX_UNUSED_DAYS = 30  # a cache unused this long is removed when another is written
+
 # --- the store's own (owned by memory_store, repeated for reference) --------------------------------
 
 MEMORY_MAX_BYTES = 256 * 1024  # memory_store.DEFAULT_MAX_BYTES
+# memory_store.MAX_FOLDER_DEPTH (64): folders deeper below a root are reported, never read or watched
 
 
 def bounded_prompt(prompt: str) -> str:

@@ -18,6 +18,7 @@ import click
 from recall_kit_cli._output import SanitisingLogHandler, clean, clean_block, echo, quiet_broken_pipe, reader_gone
 from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
+from recall_kit_cli.commands.cache_cmd import cache
 from recall_kit_cli.commands.config_cmd import config
 from recall_kit_cli.commands.enrich_cmd import enrich
 from recall_kit_cli.commands.list_cmd import list_memories
@@ -67,7 +68,9 @@ def cli() -> None:
 
 
 bench.add_command(latency)
-for _command in (list_memories, query, watch, add, show, rm, validate, stats, config, enrich, bench, serve, hook, mcp):
+for _command in (
+    list_memories, query, watch, add, show, rm, validate, stats, config, enrich, cache, bench, serve, hook, mcp
+):
     cli.add_command(_command)
 
 

@@ -14,6 +14,7 @@ from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich
 from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
+from recall_kit_cli._output import clean, echo
 
 EXIT_SOME_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C
@@ -59,9 +60,15 @@ def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, co
     snapshot = store.snapshot()
     todo = docs_to_enrich(list(snapshot.docs.values()), everything=everything)
     fresh = sorted(d.ref for d in snapshot.docs.values() if d.enrichment is not None and not everything)
+    refused = _refused(store, todo)
+    todo = [doc for doc in todo if doc.scope not in refused]  # no model call for terms that could not be kept
     if config is None:
-        _show_dry_run(todo, fresh, snapshot, as_json)
+        _show_refused(refused, as_json)
+        _show_dry_run(todo, fresh, snapshot, refused, as_json)
         return
+    if refused and not todo:
+        raise InputError("; ".join(line for line, _ in refused.values()))
+    _show_refused(refused, as_json)
     sidecars = _Sidecars(store)
     results: list[EnrichmentResult] = []
     interrupted = False
@@ -78,11 +85,35 @@ def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, co
             interrupted = True
         finally:
             results = sidecars.flush(results)
-    _show_summary(results, fresh, snapshot, config, interrupted, as_json)
+    _show_summary(results, fresh, snapshot, config, refused, interrupted, as_json)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    if any(r.outcome == "failed" for r in results):
+    if refused or any(r.outcome == "failed" for r in results):
         sys.exit(EXIT_SOME_FAILED)
+
+
+def _refused(store: MemoryStore, todo: Sequence[MemoryDoc]) -> dict[str, tuple[str, int]]:
+    """Root label -> (one line on why its sidecar cannot be written, how many memories it leaves
+    unenriched), for each root with memories to enrich; checked before any model call."""
+    waiting: dict[str, int] = {}
+    for doc in todo:
+        waiting[doc.scope] = waiting.get(doc.scope, 0) + 1
+    refused = {}
+    for label, count in waiting.items():
+        reason = store.root(label).sidecar_refusal()
+        if reason is not None:
+            refused[label] = (f"{reason} (no model called for the {count} memories of {label})", count)
+    return refused
+
+
+def _show_refused(refused: dict[str, tuple[str, int]], as_json: bool) -> None:
+    if not as_json:
+        for line, _ in refused.values():
+            echo(f"recall-kit: {clean(line)}", err=True)
+
+
+def _refused_json(refused: dict[str, tuple[str, int]]) -> list[dict[str, object]]:
+    return [{"root": label, "reason": line, "memories": count} for label, (line, count) in refused.items()]
 
 
 def _config(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:
@@ -175,10 +206,13 @@ def _load_errors(snapshot: Snapshot) -> list[str]:
     return [f"{e.ref}: {e.reason}" for e in snapshot.errors]
 
 
-def _show_dry_run(todo: Sequence[MemoryDoc], fresh: Sequence[str], snapshot: Snapshot, as_json: bool) -> None:
+def _show_dry_run(
+    todo: Sequence[MemoryDoc], fresh: Sequence[str], snapshot: Snapshot, refused: dict[str, tuple[str, int]],
+    as_json: bool,
+) -> None:
     if as_json:
         payload = {"dry_run": True, "would_enrich": [d.ref for d in todo], "fresh": list(fresh),
-                   "load_errors": _load_errors(snapshot)}
+                   "refused": _refused_json(refused), "load_errors": _load_errors(snapshot)}
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
     for doc in todo:
@@ -191,6 +225,7 @@ def _show_summary(
     fresh: Sequence[str],
     snapshot: Snapshot,
     config: SelectorConfig,
+    refused: dict[str, tuple[str, int]],
     interrupted: bool,
     as_json: bool,
 ) -> None:
@@ -207,6 +242,7 @@ def _show_summary(
             ],
             "fresh": list(fresh),
             "failed": [{"ref": r.ref, "reason": r.reason, "latency_ms": round(r.latency_ms, 1)} for r in failed],
+            "refused": _refused_json(refused),
             "interrupted": interrupted,
             "load_errors": _load_errors(snapshot),
         }

@@ -40,9 +40,9 @@ class Cache:
         self.handed: dict[str, DeferredDoc[MemoryDoc]] = {}  # ref -> deferred doc given to the store
         self.builds: list[str] = []
 
-    def reuse(self, abspath: str, size: int, mtime_ns: int) -> DeferredDoc[MemoryDoc] | None:
+    def reuse(self, abspath: str, info: os.stat_result) -> DeferredDoc[MemoryDoc] | None:
         doc = self.docs.get(abspath)
-        if doc is None or doc.size != size or os.stat(abspath).st_mtime != doc.mtime:
+        if doc is None or doc.size != info.st_size or info.st_mtime != doc.mtime:
             return None
         deferred = DeferredDoc(doc.content_hash, self.build, doc)
         self.handed[doc.ref] = deferred
@@ -124,8 +124,8 @@ def test_a_watched_store_lets_go_of_reuse_after_the_first_scan(root: Path, open_
         def __init__(self, cache: Cache) -> None:
             self.cache = cache
 
-        def __call__(self, abspath: str, size: int, mtime_ns: int) -> DeferredDoc[MemoryDoc] | None:
-            return self.cache.reuse(abspath, size, mtime_ns)
+        def __call__(self, abspath: str, info: os.stat_result) -> DeferredDoc[MemoryDoc] | None:
+            return self.cache.reuse(abspath, info)
 
     write(root / "a.md", memory(name="A"))
     reuse = Reuse(Cache(scan(root)))
@@ -151,3 +151,44 @@ def test_docs_are_read_only(root: Path) -> None:
     docs = scan(root, reuse=Cache(scan(root)).reuse).docs
     with pytest.raises(TypeError):
         docs["mem/b.md"] = docs["mem/a.md"]  # type: ignore[index]
+
+
+class BadCache(Cache):
+    """A caller's cache whose entries turn out unusable when built: ``bad(doc)`` says how."""
+
+    def __init__(self, snapshot: Snapshot, bad: Callable[[MemoryDoc], MemoryDoc]) -> None:
+        super().__init__(snapshot)
+        self.bad = bad
+
+    def build(self, doc: MemoryDoc) -> MemoryDoc:
+        self.builds.append(doc.ref)
+        return self.bad(doc)
+
+
+def broken(doc: MemoryDoc) -> MemoryDoc:
+    raise ValueError("'name' is a int, not text")
+
+
+@pytest.mark.parametrize("bad", [
+    broken,
+    lambda doc: dataclasses.replace(doc, body="text of no file", content_hash="f" * 64),  # another version
+    lambda doc: dataclasses.replace(doc, path="other.md"),  # another file
+    lambda doc: dataclasses.replace(doc, abspath=Path("/etc/passwd")),
+])
+def test_a_deferred_doc_that_does_not_build_into_the_listed_file_is_read_from_it(
+    root: Path, bad: Callable[[MemoryDoc], MemoryDoc]
+) -> None:
+    write(root / "a.md", memory(name="A", body="the real body\n"))
+    cache = BadCache(scan(root), bad)
+    snapshot = scan(root, reuse=cache.reuse)
+    assert cache.handed and snapshot.docs["mem/a.md"] == scan(root).docs["mem/a.md"]
+    assert snapshot.docs["mem/a.md"].body == "the real body\n"
+
+
+def test_a_deferred_doc_whose_file_is_gone_too_is_an_empty_memory_never_an_error(root: Path) -> None:
+    write(root / "a.md", memory(name="A", body="the real body\n"))
+    cache = BadCache(scan(root), broken)
+    snapshot = scan(root, reuse=cache.reuse)
+    (root / "a.md").unlink()
+    doc = snapshot.docs["mem/a.md"]
+    assert (doc.ref, doc.body, doc.name) == ("mem/a.md", "", "a") and doc.description.startswith("unreadable: ")

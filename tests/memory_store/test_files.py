@@ -6,6 +6,7 @@ import ctypes
 import dataclasses
 import datetime
 import hashlib
+import marshal
 import os
 from pathlib import Path
 from typing import Iterator
@@ -334,3 +335,72 @@ def test_the_doc_codec_round_trips_every_field_but_enrichment(root: Path) -> Non
     assert decode_doc(memoryview(encode_doc(dataclasses.replace(doc, enrichment=Enrichment(("x",)))))) == doc
     with pytest.raises(ValueError):
         encode_doc(dataclasses.replace(doc, extra={"when": datetime.date(2024, 1, 2)}))
+
+
+@pytest.mark.parametrize("field, value, named", [
+    (0, 7, "'scope'"), (1, None, "'path'"), (3, 42, "'name'"), (4, b"bytes", "'description'"),
+    (5, "secret-type", "'type'"), (6, "not a list", "'keywords'"), (6, ("ok", 3), "'keywords'"),
+    (7, ["x"], "'extra'"), (7, {1: "x"}, "'extra'"), (8, 0.5, "'body'"), (9, "now", "'mtime'"),
+    (10, True, "'size'"), (10, -1, "'size'"), (11, "abc", "'content_hash'"), (12, "one", "'usage_scenarios'"),
+])
+def test_the_doc_codec_refuses_a_blob_with_a_field_of_the_wrong_shape(
+    root: Path, field: int, value: object, named: str
+) -> None:
+    path = write(root / "a.md", memory())
+    fields = list(marshal.loads(encode_doc(parse_memory(path.read_bytes(), scope="mem", path="a.md", abspath=path))))
+    fields[field] = value
+    with pytest.raises(ValueError, match=named):
+        decode_doc(marshal.dumps(tuple(fields)))
+
+
+@pytest.mark.parametrize("blob", [b"", b"\x00garbage", marshal.dumps(("too", "short")), marshal.dumps([1] * 13)])
+def test_the_doc_codec_refuses_what_is_not_an_encoded_doc(blob: bytes) -> None:
+    with pytest.raises(ValueError, match="not an encoded memory"):
+        decode_doc(blob)
+
+
+# --- whether enrichment can be recorded ------------------------------------------------------------
+
+
+def test_a_root_whose_sidecar_can_be_written_says_so(files: MemoryRoot, root: Path) -> None:
+    assert files.sidecar_refusal() is None
+    files.record_enrichment([_entry(root, "user/tea.md")])
+    assert files.sidecar_refusal() is None
+
+
+@pytest.mark.parametrize("where", [".recall-kit", ".recall-kit/enrichment.jsonl", ".recall-kit/enrichment.jsonl.lock"])
+def test_a_sidecar_folder_file_or_lock_that_is_a_symlink_is_a_refusal_named_in_one_line(
+    files: MemoryRoot, root: Path, outside: Path, where: str
+) -> None:
+    if where != ".recall-kit":
+        (root / ".recall-kit").mkdir()
+    (root / where).symlink_to(outside / "secret.md" if where != ".recall-kit" else outside)
+    before = tree(outside)
+    reason = files.sidecar_refusal()
+    assert reason is not None and reason.startswith(f"mem/{where}: ") and "symlink" in reason and "\n" not in reason
+    with pytest.raises(MemoryStoreError):
+        files.record_enrichment([_entry(root, "user/tea.md")])
+    assert tree(outside) == before
+
+
+def test_a_sidecar_folder_that_is_a_file_is_reported_and_refused(files: MemoryRoot, root: Path) -> None:
+    (root / ".recall-kit").write_text("not a folder")
+    assert files.sidecar_refusal() == "mem/.recall-kit: the sidecar folder is not a folder"
+    with MemoryStore.open(root, watch=False) as store:
+        assert [(e.ref, e.reason) for e in store.snapshot().errors] == [
+            ("mem/.recall-kit", "the sidecar folder is not a folder")]
+
+
+@pytest.mark.parametrize("where, what", [
+    (".recall-kit/enrichment.jsonl", "sidecar"), (".recall-kit/enrichment.jsonl.lock", "sidecar's lock"),
+])
+def test_a_fifo_at_the_sidecar_or_its_lock_is_refused_without_being_opened(
+    files: MemoryRoot, root: Path, where: str, what: str
+) -> None:
+    (root / ".recall-kit").mkdir()
+    os.mkfifo(root / where)  # opened for reading, it would block until a writer came
+    assert files.sidecar_refusal() == f"mem/{where}: {what} is not a regular file"
+    with MemoryStore.open(root, watch=False) as store:
+        snapshot = store.snapshot()
+    assert list(snapshot.docs) == ["mem/user/tea.md"]
+    assert (root / where).is_fifo()

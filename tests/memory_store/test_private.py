@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from memory_store import UnsafePathError, open_private, private_folder
+from memory_store import UnsafePathError, open_private, private_folder, private_lock
 
 
 def test_a_missing_folder_is_created_private(tmp_path: Path) -> None:
@@ -65,3 +66,42 @@ def test_a_new_private_file_is_made_0600(tmp_path: Path) -> None:
     fd = open_private(tmp_path / "daemon.lock", os.O_RDWR, create=True)
     os.close(fd)
     assert stat.S_IMODE(os.stat(tmp_path / "daemon.lock").st_mode) == 0o600
+
+
+def test_something_else_where_a_private_folder_should_be_is_named_for_what_it_is(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "file").write_text("x")
+    for name in ("fifo", "file"):
+        with pytest.raises(UnsafePathError, match=f"{name} is not a folder"):
+            private_folder(tmp_path / name)
+
+
+def test_a_private_lock_is_made_0600_and_excludes_another_holder(tmp_path: Path) -> None:
+    lock = tmp_path / "index.lock"
+    with private_lock(lock):
+        assert stat.S_IMODE(os.stat(lock).st_mode) == 0o600
+        other = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    other = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the block
+    finally:
+        os.close(other)
+
+
+def test_a_private_lock_never_opens_a_fifo_or_goes_through_a_symlink(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.lock")
+    target = tmp_path / "elsewhere"
+    target.write_text("not ours to touch")
+    (tmp_path / "link.lock").symlink_to(target)
+    with pytest.raises(UnsafePathError, match="not a regular file"):
+        with private_lock(tmp_path / "fifo.lock"):
+            pass
+    with pytest.raises(UnsafePathError, match="symlink"):
+        with private_lock(tmp_path / "link.lock"):
+            pass
+    assert target.read_text() == "not ours to touch"

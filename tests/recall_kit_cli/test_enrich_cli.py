@@ -175,13 +175,12 @@ def test_progress_bar_only_when_stderr_is_a_terminal(root: Path, server: Scripte
     assert b"enriching" in seen and b"enriching" not in stdout
 
 
-def test_unwritable_sidecar_fails_each_memory_with_reason(root: Path, server: ScriptedChatServer) -> None:
+def test_an_unwritable_sidecar_is_one_line_before_any_model_call(root: Path, server: ScriptedChatServer) -> None:
     server.default = answer()
     (root / ".recall-kit").write_text("a file where the sidecar folder should be\n")
     before = file_bytes(root)
     result = enrich(root, server, "--json")
-    assert result.returncode == 1
-    report = summary(result)
-    assert report["enriched"] == [] and len(report["failed"]) == 3
-    assert all(f["reason"].startswith("cannot write the sidecar: ") for f in report["failed"]), report["failed"]
+    assert result.returncode == 2 and result.stdout == "" and server.requests == []  # nothing it answered could be kept
+    (line,) = result.stderr.splitlines()
+    assert line == "recall-kit: mem/.recall-kit: the sidecar folder is not a folder (no model called for the 3 memories of mem)"
     assert file_bytes(root) == before

@@ -153,7 +153,7 @@ def test_processes_writing_at_once_leave_one_valid_cache(store: Path, cache_dir:
     code = "import sys; from recall_kit import open_indexed; open_indexed([sys.argv[1]], cache_dir=sys.argv[2])"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(store), str(cache_dir)]) for _ in range(4)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
-    assert sorted(p.suffix for p in cache_dir.iterdir()) == [".bin", ".lock"]  # no temp file left
+    assert sorted(p.suffix for p in cache_dir.iterdir()) == [".bin", ".lock", ".used"]  # no temp file left
     hit = open_indexed([store], cache_dir=cache_dir)
     assert hit.reused == len(hit.snapshot.docs)
     assert_same_as_fresh(hit, store)
