@@ -58,6 +58,10 @@ MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instru
 # --- the rendered block ------------------------------------------------------------------------------
 
 BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
+RENDER_FIELD_CHARS = 300  # of a title, reference or description: one line; a 240 KB "description" is not one
+# The whole block, fields, notes and tags included: five documents at their body budget fit
+# (about 1,450 characters each), and the block stays under HOOK_CONTEXT_MAX_CHARS.
+RENDER_MAX_CHARS = 9_000
 
 # --- the daemon, its protocol and the hook ----------------------------------------------------------
 
