@@ -5,6 +5,7 @@ Only click and the standard library at import time: each command imports its mac
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from recall_kit_cli._format import InputError
 
 if TYPE_CHECKING:
     from recall_kit import SelectorConfig
+    from recall_kit_cli.integrations._runtime import RuntimePaths
 
 
 @click.command("serve")
@@ -28,30 +30,59 @@ if TYPE_CHECKING:
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the per-user index cache.")
-def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool) -> None:
+@click.option("--status", "show_status", is_flag=True, help="Show the running daemon's status instead (--json for machines).")
+@click.option("--stop", is_flag=True, help="Ask the running daemon to stop, and wait until it has.")
+@click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
+@click.option(
+    "--stop-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+    help="With --stop: how long to wait for the daemon to exit.",
+)
+def serve(
+    idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool,
+    show_status: bool, stop: bool, as_json: bool, stop_timeout: float,
+) -> None:
     """Run the per-user recall daemon the hooks talk to (started by the first hook when not running).
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
+    With --status it prints how the running daemon is; with --stop it stops it.
 
     \b
-    Example:
+    Examples:
       recall-kit serve --idle-timeout 600
+      recall-kit serve --status
+      recall-kit serve --stop
     """
+    from memory_store import RecallKitError
     from recall_kit_cli.integrations._runtime import runtime_paths
+
+    paths = runtime_paths()
+    if show_status or stop:
+        if show_status and stop:
+            raise InputError("use --status or --stop, not both")
+        _control(paths, stop=stop, as_json=as_json, stop_timeout=stop_timeout)
+        return
+    if as_json:
+        raise InputError("--json goes with --status or --stop")
+    from recall_kit_cli.integrations._runtime import append_log
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
 
-    config = _selector_config(fast_only)
-    paths = runtime_paths()
-    daemon = RecallDaemon(
-        paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
-    )
     try:
-        daemon.acquire()
-    except AlreadyRunning as exc:
-        click.echo(f"recall-kit: {exc}", err=True)
-        return
-    except OSError as exc:
-        raise InputError(f"cannot use {paths.folder}: {exc.strerror or exc}") from None
+        config = _selector_config(fast_only)
+        daemon = RecallDaemon(
+            paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
+        )
+        try:
+            daemon.acquire()
+        except AlreadyRunning as exc:
+            click.echo(f"recall-kit: {exc}", err=True)
+            return
+        except RecallKitError as exc:
+            raise InputError(f"refusing to serve: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"cannot use {paths.folder}: {exc.strerror or exc}") from None
+    except InputError as exc:  # the hook that started it may have given up waiting: its log says why, too
+        append_log(paths.hook_log, f"serve (pid {os.getpid()}) refused to start: {exc.format_message()}")
+        raise
 
     def ready() -> None:
         click.echo(status_line(paths))
@@ -59,6 +90,30 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_ca
 
     reason = run_daemon(daemon, ready)
     click.echo(f"recall-kit: daemon stopped ({reason})", err=True)
+
+
+def _control(paths: RuntimePaths, *, stop: bool, as_json: bool, stop_timeout: float) -> None:
+    """`serve --status` and `serve --stop`: one-line errors when no daemon runs or it cannot be asked."""
+    from recall_kit_cli._output import clean, echo, echo_json
+    from recall_kit_cli.integrations._control import daemon_status, status_lines, stop_daemon
+    from recall_kit_cli.integrations.protocol import DaemonError
+
+    try:
+        if stop:
+            pid = stop_daemon(paths, stop_timeout)
+        else:
+            status = daemon_status(paths)
+    except DaemonError as exc:
+        raise InputError(str(exc)) from None
+    if stop:
+        if as_json:
+            echo_json({"stopped": True, "pid": pid})
+        else:
+            echo(f"stopped the daemon (pid {pid})")
+    elif as_json:
+        echo_json(status)
+    else:
+        echo(*(clean(line) for line in status_lines(status)))
 
 
 @click.group("hook")
