@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -98,19 +99,40 @@ def pid_alive(pid: int) -> bool:
 
 
 def stop_daemon(env: Env) -> None:
-    """SIGTERM whatever daemon holds this environment's lock, and wait until it is gone."""
-    pid = env.daemon_pid()
-    if pid is None or not pid_alive(pid):
-        return
+    """SIGTERM every daemon of this environment (the lock's holder, and any the hook started that
+    had not taken the lock yet), and wait until each is gone."""
+    pids = {pid for pid in (env.daemon_pid(), *_started_by_the_hook(env)) if pid is not None and _serves(env, pid)}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    for pid in pids:
+        try:
+            wait_for(lambda: not pid_alive(pid), f"daemon {pid} to exit")
+        except AssertionError:  # never leave a stuck daemon behind
+            os.kill(pid, signal.SIGKILL)
+            raise
+
+
+def _started_by_the_hook(env: Env) -> list[int]:
+    """The pids the hook log says it started daemons as."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+        log = env.hook_log.read_text(errors="replace") if stat.S_ISREG(os.lstat(env.hook_log).st_mode) else ""
+    except OSError:
+        return []
+    return [int(pid) for pid in re.findall(r"started a daemon \(pid (\d+)\)", log)]
+
+
+def _serves(env: Env, pid: int) -> bool:
+    """Whether ``pid`` is alive and a process of this environment (its HOME): a logged pid may be reused."""
+    if not pid_alive(pid):
+        return False
     try:
-        wait_for(lambda: not pid_alive(pid), f"daemon {pid} to exit")
-    except AssertionError:  # never leave a stuck daemon behind
-        os.kill(pid, signal.SIGKILL)
-        raise
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"HOME={env.vars['HOME']}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 @pytest.fixture
