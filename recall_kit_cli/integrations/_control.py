@@ -10,6 +10,7 @@ from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, listening, request
 
 ASK_TIMEOUT_S = 5.0  # a live daemon answers status in milliseconds; one that takes longer is stuck
+STOP_TIMEOUT_S = 10.0  # closing its sessions and stores takes at most SHUTDOWN_GRACE_S (5 s): twice that is stuck
 
 
 class NoDaemon(DaemonError):

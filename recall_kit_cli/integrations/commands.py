@@ -30,27 +30,21 @@ if TYPE_CHECKING:
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the per-user index cache.")
-@click.option("--status", "show_status", is_flag=True, help="Show the running daemon's status instead (--json for machines).")
-@click.option("--stop", is_flag=True, help="Ask the running daemon to stop, and wait until it has.")
+@click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
+@click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
 @click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
-@click.option(
-    "--stop-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
-    help="With --stop: how long to wait for the daemon to exit.",
-)
 def serve(
     idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool,
-    show_status: bool, stop: bool, as_json: bool, stop_timeout: float,
+    show_status: bool, stop: bool, as_json: bool,
 ) -> None:
-    """Run the per-user recall daemon the hooks talk to (started by the first hook when not running).
+    """Run the per-user recall daemon the hooks talk to (the first hook starts it).
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
-    With --status it prints how the running daemon is; with --stop it stops it.
 
     \b
     Examples:
       recall-kit serve --idle-timeout 600
-      recall-kit serve --status
-      recall-kit serve --stop
+      recall-kit serve --status          # or --stop
     """
     from memory_store import RecallKitError
     from recall_kit_cli.integrations._runtime import runtime_paths
@@ -59,7 +53,7 @@ def serve(
     if show_status or stop:
         if show_status and stop:
             raise InputError("use --status or --stop, not both")
-        _control(paths, stop=stop, as_json=as_json, stop_timeout=stop_timeout)
+        _control(paths, stop=stop, as_json=as_json)
         return
     if as_json:
         raise InputError("--json goes with --status or --stop")
@@ -92,15 +86,15 @@ def serve(
     click.echo(f"recall-kit: daemon stopped ({reason})", err=True)
 
 
-def _control(paths: RuntimePaths, *, stop: bool, as_json: bool, stop_timeout: float) -> None:
+def _control(paths: RuntimePaths, *, stop: bool, as_json: bool) -> None:
     """`serve --status` and `serve --stop`: one-line errors when no daemon runs or it cannot be asked."""
     from recall_kit_cli._output import clean, echo, echo_json
-    from recall_kit_cli.integrations._control import daemon_status, status_lines, stop_daemon
+    from recall_kit_cli.integrations._control import STOP_TIMEOUT_S, daemon_status, status_lines, stop_daemon
     from recall_kit_cli.integrations.protocol import DaemonError
 
     try:
         if stop:
-            pid = stop_daemon(paths, stop_timeout)
+            pid = stop_daemon(paths, STOP_TIMEOUT_S)
         else:
             status = daemon_status(paths)
     except DaemonError as exc:
