@@ -2,8 +2,8 @@
 write of a memory file, confined to its root.
 
 The names load on first use: ``from memory_store import RecallKitError`` loads only the error
-classes (the Claude Code hook's modules derive from them on every prompt), any other name loads the
-whole store.
+classes and ``from memory_store import open_private`` only the private-path helpers (the Claude
+Code hook uses both on every prompt); any other name loads the whole store.
 """
 
 from __future__ import annotations
@@ -107,14 +107,15 @@ _EXPORTS: dict[str, str] = {
     "file_lock": "memory_store._write",
 }
 __all__ = sorted(_EXPORTS)
-_LIGHT = "memory_store._errors"  # loaded on its own: importing it costs nothing
+# Loaded on their own: they import nothing beyond the standard library and the errors.
+_LIGHT = frozenset({"memory_store._errors", "memory_store._private"})
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'memory_store' has no attribute {name!r}")
-    _load(_LIGHT if module == _LIGHT else None)
+    _load(module if module in _LIGHT else None)
     return globals()[name]
 
 

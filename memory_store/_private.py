@@ -24,9 +24,11 @@ PRIVATE_FILE_MODE = 0o600
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
-def private_folder(path: str | os.PathLike[str], *, create: bool = True) -> Path:
+def private_folder(path: str | os.PathLike[str], *, create: bool = True, missing_ok: bool = False) -> Path:
     """``path`` as a folder only this user controls, created (0700, with its missing parents) when
-    ``create``; an existing folder of ours that others could read is tightened to 0700.
+    ``create``; an existing folder of ours that others could read is tightened to 0700. With
+    ``missing_ok`` (and not ``create``), a missing ``path`` is returned as it is once every folder
+    on the way that exists checks out: what a client needs before it connects to a socket there.
 
     Raises UnsafePathError, naming the first folder on the way another user could swap, when any
     is owned by someone else or writable by others, or when ``path`` is a symlink or not a folder.
@@ -47,6 +49,8 @@ def private_folder(path: str | os.PathLike[str], *, create: bool = True) -> Path
     try:
         info = os.lstat(folder)
     except FileNotFoundError:
+        if missing_ok:
+            return folder
         raise UnsafePathError(f"{folder} does not exist") from None
     if stat.S_ISLNK(info.st_mode):
         raise UnsafePathError(f"{folder} is a symlink; refusing to use it")

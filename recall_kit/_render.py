@@ -9,7 +9,7 @@ from typing import Iterable
 
 from memory_store import MemoryDoc
 from recall_kit._text import format_age, one_line
-from recall_kit.limits import BODY_BUDGET
+from recall_kit.limits import BODY_BUDGET, RENDER_FIELD_CHARS, RENDER_MAX_CHARS
 
 WRAPPER_TAG = "recalled-memories"
 DOC_TAG = "memory"
@@ -79,52 +79,111 @@ def _unforgeable_body(body: str) -> str:
     return _FORGED_FIELD.sub(lambda _: "\\", body)
 
 
-def _one_line(text: str) -> str:
-    return neutralize(one_line(text))
+def _field(text: str, limit: int = RENDER_FIELD_CHARS) -> str:
+    """A title, reference or description as one neutralized line of at most ``limit`` characters
+    of its own, with a note when it was cut (only the head is ever scanned: bounded work)."""
+    raw = text.strip()
+    line = neutralize(one_line(raw[: limit * 2]))  # one_line only shrinks: twice the limit is enough
+    if len(line) <= limit and len(raw) <= limit * 2:
+        return line
+    shown = _clip(line, limit)
+    return f"{shown} [... truncated: {len(shown)} of {len(raw)} characters shown]"
 
 
-def _truncate(body: str, budget: int, ref: str) -> str:
-    if len(body) <= budget:
-        return body
-    cut = body[:budget]
-    # end on a line or word boundary when one is near, so the cut reads cleanly
-    for sep in ("\n", " "):
+def _clip(text: str, limit: int) -> str:
+    """The first ``limit`` characters of neutralized text, ending on a word boundary when one is
+    near; a cut that leaves a bare tag name at the end (``<memoryview`` -> ``<memory``) is escaped."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    for sep in ("\n", " "):  # end on a line or word boundary when one is near, so the cut reads cleanly
         at = cut.rfind(sep)
-        if at >= budget * 0.8:
+        if at >= limit * 0.8:
             cut = cut[:at]
             break
-    cut = cut.rstrip()
+    return neutralize(cut.rstrip())
+
+
+def _body(body: str, room: int, body_budget: int, ref: str) -> str:
+    """``body`` whole when it fits both ``room`` (what the block has left for it) and
+    ``body_budget``, else its head and a note saying where the rest is: never over ``room``."""
+    if len(body) <= min(room, body_budget):
+        return body
+    note = f"\n[... truncated: {len(body)} of {len(body)} characters shown; the rest is in {ref}]"  # the longest it gets
+    keep = min(body_budget, room - len(note) - _ESCAPE_SLACK)
+    if keep <= 0 or (keep < body_budget and keep < _MIN_BODY_SHOWN):  # squeezed by the block, not by the caller's budget
+        return _body_not_shown(body, ref)
+    cut = _clip(body, keep)
     return f"{cut}\n[... truncated: {len(cut)} of {len(body)} characters shown; the rest is in {ref}]"
 
 
-def render_doc(doc: MemoryDoc, *, now: float, body_budget: int = BODY_BUDGET) -> str:
-    ref = _one_line(doc.ref)
-    lines = [
+def _body_not_shown(body: str, ref: str) -> str:
+    return f"[... body not shown: {len(body)} characters; it is in {ref}]"
+
+
+_ESCAPE_SLACK = 3  # _clip may escape one tag name it leaves at the end: "<" becomes "&lt;"
+_MIN_BODY_SHOWN = 80  # fewer characters of a body say less than the note about where it is
+
+
+def _head(doc: MemoryDoc, ref: str, now: float) -> str:
+    return "\n".join([
         f"<{DOC_TAG}>",
-        f"Title: {_one_line(doc.name)}",
+        f"Title: {_field(doc.name)}",
         f"Reference: {ref}",
         f"Age: {format_age(now - doc.mtime, compact=False)}",
-        f"Description: {_one_line(doc.description)}",
-    ]
-    body = _unforgeable_body(neutralize(doc.body.strip()))
-    if body:
-        lines += ["", _truncate(body, body_budget, ref)]
-    lines.append(f"</{DOC_TAG}>")
-    return "\n".join(lines)
+        f"Description: {_field(doc.description)}",
+    ])
 
 
 def render_memories(
-    docs: Iterable[MemoryDoc], *, now: float | None = None, body_budget: int = BODY_BUDGET
+    docs: Iterable[MemoryDoc],
+    *,
+    now: float | None = None,
+    body_budget: int = BODY_BUDGET,
+    budget: int = RENDER_MAX_CHARS,
 ) -> str:
     """One block: heading, instruction, then per doc its title, reference, age, description, body.
 
+    The whole block is at most ``budget`` characters: each field is cut to ``RENDER_FIELD_CHARS``,
+    each body to ``body_budget`` and to its share of what the fields leave, every cut with a note
+    saying so; documents that would not fit even so are left out, and a last line says how many.
     Returns "" when there are no documents.
     """
     docs = list(docs)
     if not docs:
         return ""
     now = time.time() if now is None else now
-    parts = [f"<{WRAPPER_TAG}>\n{HEADING}\n{INSTRUCTION}"]
-    parts += [render_doc(d, now=now, body_budget=body_budget) for d in docs]
-    parts.append(f"</{WRAPPER_TAG}>")
-    return "\n\n".join(parts)
+    opening, closing = f"<{WRAPPER_TAG}>\n{HEADING}\n{INSTRUCTION}", f"</{WRAPPER_TAG}>"
+    parts: list[tuple[str, str, str, int]] = []  # (head, ref, body, the least the doc costs: its separator, head, end tag and shortest body note)
+    for doc in docs:
+        ref = _field(doc.ref)
+        head, body = _head(doc, ref, now), _unforgeable_body(neutralize(doc.body.strip()))
+        parts.append((head, ref, body, len(_SEP) + len(head) + len(_END) + _least_body(body, ref)))
+    room = budget - len(opening) - len(_SEP) - len(closing)
+    left_out: list[str] = []
+    while parts and sum(p[3] for p in parts) + sum(len(_SEP) + len(n) for n in left_out) > room:
+        parts.pop()
+        left_out = [f"[... {len(docs) - len(parts)} more memories not shown: the block holds at most {budget} characters]"]
+    spare = room - sum(len(_SEP) + len(n) for n in left_out) - sum(p[3] for p in parts)  # what bodies may take beyond their shortest note
+    with_body = sum(1 for p in parts if p[2])
+    blocks = []
+    for head, ref, body, _least in parts:
+        if not body:
+            blocks.append(head + _END)
+            continue
+        floor = _least_body(body, ref)
+        allowed = floor + spare // with_body  # an even share of what is left; a short body hands the rest on
+        shown = _SEP + _body(body, allowed - len(_SEP), body_budget, ref)
+        spare -= len(shown) - floor
+        with_body -= 1
+        blocks.append(head + shown + _END)
+    return _SEP.join([opening, *blocks, *left_out, closing])
+
+
+_SEP = "\n\n"
+_END = f"\n</{DOC_TAG}>"
+
+
+def _least_body(body: str, ref: str) -> int:
+    """What a body costs at the least: its separator and the note saying where it is (none without a body)."""
+    return len(_SEP) + len(_body_not_shown(body, ref)) if body else 0

@@ -58,6 +58,10 @@ MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instru
 # --- the rendered block ------------------------------------------------------------------------------
 
 BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
+RENDER_FIELD_CHARS = 300  # of a title, reference or description: one line; a 240 KB "description" is not one
+# The whole block, fields, notes and tags included: five documents at their body budget fit
+# (about 1,450 characters each), and the block stays under HOOK_CONTEXT_MAX_CHARS.
+RENDER_MAX_CHARS = 9_000
 
 # --- the daemon, its protocol and the hook ----------------------------------------------------------
 
@@ -67,6 +71,16 @@ PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded promp
 # large, and the prompt is cut only once the event is parsed.
 HOOK_MAX_STDIN_BYTES = 64 << 20
 HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
+HOOK_CONTEXT_MAX_CHARS = 10_000  # Claude Code caps a hook's additionalContext at this; longer is cut or filed away
+# What any client may make the daemon open: a root set of at most this many folders, holding at
+# most this many files and folders (hidden ones skipped, as the store does; counted up to the
+# limit, never further): five times the largest store the benchmarks run (10,000 memories).
+DAEMON_MAX_ROOTS = 16
+DAEMON_MAX_ROOT_ENTRIES = 50_000
+# Root sets open at once: each is a watched store (an inotify instance of the user's 128 and about
+# five threads); opening one more closes the least recently used, and its sessions with it.
+DAEMON_MAX_STORES = 16
+DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more closes the least recently used
 
 # --- the index cache ---------------------------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""Per-user places: the daemon's socket and lock, and the state folder the hook logs to (XDG rules)."""
+"""Per-user places: the daemon's socket and lock, and the state folder the hook logs to (XDG rules).
+
+Every folder on the way to them must be this user's alone (``memory_store.private_folder``), and
+every file in them is opened through ``memory_store.open_private``: never through a symlink, never a FIFO.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ APP = "recall-kit"
 class RuntimePaths:
     """Where one user's daemon listens and locks, and where the hook and the daemon log."""
 
-    folder: Path  # 0700, the user's own
+    folder: Path  # 0700, the user's own (checked by whoever uses it)
     state: Path
 
     @property
@@ -52,28 +56,38 @@ def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) ->
     return RuntimePaths(folder, state)
 
 
-def private_folder(folder: Path) -> Path:
-    """Create ``folder`` as 0700 and check it is ours: a socket must not sit where others can swap it."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.stat()
-    if info.st_uid != os.getuid():
-        raise PermissionError(f"{folder} belongs to uid {info.st_uid}, not to us")
-    if info.st_mode & 0o077:
-        os.chmod(folder, 0o700)
-    return folder
+def append_log(path: Path, message: str) -> bool:
+    """One timestamped line in ``path``; whether it was written. Never raises: logging must not
+    become the failure."""
+    from memory_store import RecallKitError  # its errors module alone: cheap
 
-
-def append_log(path: Path, message: str) -> None:
-    """One timestamped line; never raises (logging must not become the failure)."""
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {' '.join(message.split())}\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = open_log(path, rotate_at=HOOK_LOG_MAX_BYTES)
         try:
-            if path.stat().st_size > HOOK_LOG_MAX_BYTES:
-                os.replace(path, path.with_name(path.name + ".1"))
-        except FileNotFoundError:
-            pass
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{stamp} pid={os.getpid()} {' '.join(message.split())}\n")
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except (OSError, RecallKitError):
+        return False
+    return True
+
+
+def open_log(path: Path, *, rotate_at: int | None = None) -> int:
+    """A descriptor appending to ``path`` in a private folder, never through a symlink, never a
+    FIFO; past ``rotate_at`` bytes the file is renamed to ``<name>.1`` first. UnsafePathError or
+    OSError when it cannot be used."""
+    from memory_store import open_private, private_folder  # the private-path helpers alone: cheap
+
+    private_folder(path.parent)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND, create=True)
+    try:
+        too_big = rotate_at is not None and os.fstat(fd).st_size > rotate_at
     except OSError:
-        pass
+        os.close(fd)
+        raise
+    if too_big:
+        os.close(fd)
+        os.replace(path, path.with_name(path.name + ".1"))  # renames the file we checked, whatever it links to
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND, create=True)
+    return fd

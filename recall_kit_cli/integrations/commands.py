@@ -5,6 +5,7 @@ Only click and the standard library at import time: each command imports its mac
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from recall_kit_cli._output import clean, clean_block, echo, warn
 
 if TYPE_CHECKING:
     from recall_kit import SelectorConfig
+    from recall_kit_cli.integrations._runtime import RuntimePaths
     from recall_kit_cli.integrations.claude_settings import InstallResult
 
 
@@ -30,30 +32,53 @@ if TYPE_CHECKING:
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the per-user index cache.")
-def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool) -> None:
-    """Run the per-user recall daemon the hooks talk to (started by the first hook when not running).
+@click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
+@click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
+@click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
+def serve(
+    idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool,
+    show_status: bool, stop: bool, as_json: bool,
+) -> None:
+    """Run the per-user recall daemon the hooks talk to (the first hook starts it).
 
     It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
 
     \b
-    Example:
+    Examples:
       recall-kit serve --idle-timeout 600
+      recall-kit serve --status          # or --stop
     """
+    from memory_store import RecallKitError
     from recall_kit_cli.integrations._runtime import runtime_paths
+
+    paths = runtime_paths()
+    if show_status or stop:
+        if show_status and stop:
+            raise InputError("use --status or --stop, not both")
+        _control(paths, stop=stop, as_json=as_json)
+        return
+    if as_json:
+        raise InputError("--json goes with --status or --stop")
+    from recall_kit_cli.integrations._runtime import append_log
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
 
-    config = _selector_config(fast_only)
-    paths = runtime_paths()
-    daemon = RecallDaemon(
-        paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
-    )
     try:
-        daemon.acquire()
-    except AlreadyRunning as exc:
-        click.echo(f"recall-kit: {exc}", err=True)
-        return
-    except OSError as exc:
-        raise InputError(f"cannot use {paths.folder}: {exc.strerror or exc}") from None
+        config = _selector_config(fast_only)
+        daemon = RecallDaemon(
+            paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
+        )
+        try:
+            daemon.acquire()
+        except AlreadyRunning as exc:
+            click.echo(f"recall-kit: {exc}", err=True)
+            return
+        except RecallKitError as exc:
+            raise InputError(f"refusing to serve: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"cannot use {paths.folder}: {exc.strerror or exc}") from None
+    except InputError as exc:  # the hook that started it may have given up waiting: its log says why, too
+        append_log(paths.hook_log, f"serve (pid {os.getpid()}) refused to start: {exc.format_message()}")
+        raise
 
     def ready() -> None:
         click.echo(status_line(paths))
@@ -61,6 +86,30 @@ def serve(idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_ca
 
     reason = run_daemon(daemon, ready)
     click.echo(f"recall-kit: daemon stopped ({reason})", err=True)
+
+
+def _control(paths: RuntimePaths, *, stop: bool, as_json: bool) -> None:
+    """`serve --status` and `serve --stop`: one-line errors when no daemon runs or it cannot be asked."""
+    from recall_kit_cli._output import clean, echo, echo_json
+    from recall_kit_cli.integrations._control import STOP_TIMEOUT_S, daemon_status, status_lines, stop_daemon
+    from recall_kit_cli.integrations.protocol import DaemonError
+
+    try:
+        if stop:
+            pid = stop_daemon(paths, STOP_TIMEOUT_S)
+        else:
+            status = daemon_status(paths)
+    except DaemonError as exc:
+        raise InputError(str(exc)) from None
+    if stop:
+        if as_json:
+            echo_json({"stopped": True, "pid": pid})
+        else:
+            echo(f"stopped the daemon (pid {pid})")
+    elif as_json:
+        echo_json(status)
+    else:
+        echo(*(clean(line) for line in status_lines(status)))
 
 
 @click.group("hook")

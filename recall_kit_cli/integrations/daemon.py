@@ -1,5 +1,11 @@
 """`recall-kit serve`: one per-user process holding watched stores, a Recaller per root set, and the
-agents' sessions, answering the JSON-lines protocol in ``protocol`` on a 0600 Unix socket."""
+agents' sessions, answering the JSON-lines protocol in ``protocol`` on a 0600 Unix socket.
+
+Whatever its clients ask, its work is bounded: a root set must look like folders of memories
+(``_roots``), at most ``DAEMON_MAX_STORES`` root sets and ``DAEMON_MAX_SESSIONS`` sessions are
+live (the least recently used goes first), and a store opens on a daemon thread of its own, so
+an open that blocks never keeps SIGTERM from ending the process.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +17,25 @@ import os
 import signal
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-from memory_store import MemoryStoreError, RecallKitError
+from memory_store import RecallKitError, open_private, private_folder
 from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
-from recall_kit_cli.integrations._runtime import RuntimePaths, private_folder
-from recall_kit.limits import MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
+from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
+from recall_kit_cli.integrations._roots import check_root_set
+from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
 
 _log = logging.getLogger("recall_kit.daemon")
 
 DEFAULT_IDLE_TIMEOUT_S = 30 * 60.0
 DEFAULT_SESSION_TTL_S = 6 * 3600.0  # an agent that died without SessionEnd leaves its session this long
+SHUTDOWN_GRACE_S = 5.0  # closing sessions and stores after a stop; what is still stuck then is left to the exit
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
+_T = TypeVar("_T")
 
 
 class AlreadyRunning(RecallKitError):
@@ -57,36 +67,48 @@ class RecallDaemon:
         selector_config: SelectorConfig | None = None,
         debounce_ms: float | None = None,
         use_cache: bool = True,
+        max_stores: int = DAEMON_MAX_STORES,
+        max_sessions: int = DAEMON_MAX_SESSIONS,
     ) -> None:
         self.paths = paths
         self.idle_timeout_s = idle_timeout_s
         self.session_ttl_s = session_ttl_s
+        self.max_stores = max_stores
+        self.max_sessions = max_sessions
         self._selector_config = selector_config
         self._selector: ModelSelector | None = None
         self._store_options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
+        # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
+        # session id -> conversation; in order of use, the least recently used first
         self._conversations: dict[str, _Conversation] = {}
         self._writers: set[asyncio.StreamWriter] = set()
+        self._clients: set[asyncio.Task[Any]] = set()  # one per connection, cancelled on a stop
         self._stopping = asyncio.Event()
         self._last_request = time.monotonic()
         self._started = time.monotonic()
         self._requests = 0
         self._refused_peers = 0
+        self._stores_closed = 0
+        self._sessions_dropped = 0
         self._lock_fd: int | None = None
         self.stop_reason = ""
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def acquire(self) -> None:
-        """Take the per-user lock and clear a socket a dead daemon left; AlreadyRunning if one lives."""
+        """Take the per-user lock and clear a socket a dead daemon left; AlreadyRunning if one lives,
+        UnsafePathError when the run folder or the lock is not this user's alone (or is a symlink)."""
         private_folder(self.paths.folder)
-        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_private(self.paths.lock, os.O_RDWR, create=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
-            raise AlreadyRunning(f"a recall-kit daemon already serves {self.paths.socket}") from None
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise AlreadyRunning(f"a recall-kit daemon{pid} already serves {self.paths.socket}") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
@@ -112,6 +134,8 @@ class RecallDaemon:
             server.close()
             for writer in list(self._writers):
                 writer.close()
+            for client in list(self._clients):
+                client.cancel()  # a request blocked on a stuck open must not hold up the exit (wait_closed waits for it on 3.12)
             await server.wait_closed()
             await self._shutdown()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -152,34 +176,45 @@ class RecallDaemon:
                 pass
 
     async def _expire_sessions(self, now: float) -> None:
-        old = [sid for sid, c in self._conversations.items() if now - c.touched > self.session_ttl_s]
-        for sid in old:
-            await self._conversations.pop(sid).session.close()
+        for sid, conversation in list(self._conversations.items()):  # least recently used first
+            if now - conversation.touched <= self.session_ttl_s:
+                break
+            del self._conversations[sid]
+            await conversation.session.close()
 
     async def _shutdown(self) -> None:
-        conversations, self._conversations = self._conversations, {}
-        for conversation in conversations.values():
-            await conversation.session.close()
-        for task in self._recallers.values():
-            if not task.done():
-                task.cancel()
-            try:
-                recaller = await task
-            except BaseException:  # an open that failed or was cancelled holds nothing
-                continue
-            recaller.close()  # its store and heuristic; the shared selector is closed below
-        self._recallers.clear()
-        if self._selector is not None:
-            await self._selector.aclose()
-        self.paths.socket.unlink(missing_ok=True)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        """Close every session and store, within SHUTDOWN_GRACE_S; then free the socket and the lock."""
+        try:
+            async with asyncio.timeout(SHUTDOWN_GRACE_S):
+                conversations, self._conversations = self._conversations, {}
+                for conversation in conversations.values():
+                    await conversation.session.close()
+                openings, self._recallers = list(self._recallers.values()), {}
+                closing = []
+                for opening in openings:
+                    if not opening.done():
+                        opening.cancel()  # its thread hands what it opens to _close_quietly
+                    elif not opening.cancelled() and opening.exception() is None:
+                        closing.append(_in_thread(opening.result().close))  # the shared selector is closed below
+                if closing:
+                    await asyncio.wait(closing)
+                if self._selector is not None:
+                    await self._selector.aclose()
+        except TimeoutError:
+            _log.warning("stopped before every session and store closed (after %g s)", SHUTDOWN_GRACE_S)
+        finally:
+            self.paths.socket.unlink(missing_ok=True)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     # --- connections ----------------------------------------------------------------------
 
     async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        client = asyncio.current_task()
+        if client is not None:
+            self._clients.add(client)
         try:
             sock = writer.get_extra_info("socket")
             _pid, uid, _gid = _PEERCRED.unpack(
@@ -208,6 +243,8 @@ class RecallDaemon:
             pass
         finally:
             self._writers.discard(writer)
+            if client is not None:
+                self._clients.discard(client)
             self._last_request = time.monotonic()
             writer.close()
 
@@ -225,7 +262,7 @@ class RecallDaemon:
             return {"ok": False, "error": f"not JSON: {exc.msg} at column {exc.colno}"}
         except UnicodeDecodeError as exc:
             return {"ok": False, "error": f"not UTF-8: invalid byte at offset {exc.start} of the request"}
-        except (_RequestError, MemoryStoreError, ValueError) as exc:
+        except (_RequestError, RecallKitError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
         except Exception as exc:  # a request must never take the daemon down
             _log.exception("request failed")
@@ -248,8 +285,10 @@ class RecallDaemon:
         if conversation is None:
             conversation = _Conversation(RecallSession(recaller, sid), key)
             self._conversations[sid] = conversation
-        conversation.touched = time.monotonic()
+        self._touch(sid)
         conversation.session.begin(query)  # begin() cuts it to what recall reads
+        while len(self._conversations) > self.max_sessions:  # the least recently used go; this one is the most recent
+            await self._drop_session(next(iter(self._conversations)))
         return {}
 
     async def _op_consume(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -257,10 +296,9 @@ class RecallDaemon:
         point = message.get("point", "initial")
         if point not in ("initial", "tool_result"):
             raise _RequestError(f"unknown point {point!r}; use 'initial' or 'tool_result'")
-        conversation = self._conversations.get(sid)
+        conversation = self._touch(sid)
         if conversation is None:
             return {"delivery": None}
-        conversation.touched = time.monotonic()
         delivery = await conversation.session.consume(point)
         if delivery is None:
             return {"delivery": None}
@@ -277,17 +315,34 @@ class RecallDaemon:
         }
 
     async def _op_finish(self, message: dict[str, Any]) -> dict[str, Any]:
-        conversation = self._conversations.get(_session_id(message))
+        conversation = self._touch(_session_id(message))
         if conversation is not None:
-            conversation.touched = time.monotonic()
             conversation.session.finish()
         return {}
+
+    def _touch(self, sid: str) -> _Conversation | None:
+        """The session ``sid``, now the most recently used; None when there is none."""
+        conversation = self._conversations.pop(sid, None)
+        if conversation is not None:
+            conversation.touched = time.monotonic()
+            self._conversations[sid] = conversation
+        return conversation
+
+    async def _drop_session(self, sid: str) -> None:
+        """Close the session ``sid`` to make room (its agent's next prompt begins a new one)."""
+        conversation = self._conversations.pop(sid)
+        self._sessions_dropped += 1
+        await conversation.session.close()
 
     async def _op_close_session(self, message: dict[str, Any]) -> dict[str, Any]:
         conversation = self._conversations.pop(_session_id(message), None)
         if conversation is not None:
             await conversation.session.close()
         return {"closed": conversation is not None}
+
+    async def _op_stop(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._stop("asked to stop")
+        return {"pid": os.getpid()}
 
     async def _op_status(self, message: dict[str, Any]) -> dict[str, Any]:
         stores = []
@@ -306,12 +361,18 @@ class RecallDaemon:
             "idle_timeout_s": self.idle_timeout_s,
             "socket": str(self.paths.socket),
             "sessions": len(self._conversations),
+            "max_sessions": self.max_sessions,
+            "sessions_dropped": self._sessions_dropped,
             "pending": sum(1 for c in self._conversations.values() if c.session.pending),
             "stores": stores,
+            "opening": sum(1 for task in self._recallers.values() if not task.done()),
+            "max_stores": self.max_stores,
+            "stores_closed": self._stores_closed,
             "requests": self._requests,
             "refused_peers": self._refused_peers,
             "connections": len(self._writers),
             "tasks": len(asyncio.all_tasks()),
+            "threads": threading.active_count(),
             "fds": _open_fds(),
             "selector": self._selector_config.model if self._selector_config else None,
         }
@@ -322,24 +383,102 @@ class RecallDaemon:
         "finish": _op_finish,
         "close_session": _op_close_session,
         "status": _op_status,
+        "stop": _op_stop,
     }
 
     async def _recaller(self, key: tuple[str, ...]) -> Recaller:
-        """The store and Recaller for a root set, opened once; concurrent callers share the open."""
-        task = self._recallers.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._open, key))
-            self._recallers[key] = task
+        """The store and Recaller for a root set, opened once; concurrent callers share the open.
+        Opening one more than ``max_stores`` closes the least recently used first."""
+        opening = self._recallers.pop(key, None)
+        if opening is None:
+            room = self._make_room()
+            opening = asyncio.get_running_loop().create_task(self._open_after(room, key))
+        self._recallers[key] = opening  # the most recently used, last
         try:
-            return await asyncio.shield(task)
-        except MemoryStoreError:
-            if self._recallers.get(key) is task:
-                del self._recallers[key]  # a root that appears later gets another try
+            return await asyncio.shield(opening)
+        except Exception:
+            if self._recallers.get(key) is opening:
+                del self._recallers[key]  # a root set refused or missing now gets another try later
             raise
 
+    def _make_room(self) -> list[asyncio.Task[None]]:
+        """Start closing the least recently used root sets (and their sessions) until one more fits."""
+        closing = []
+        while len(self._recallers) >= self.max_stores:
+            victim = next((key for key, opening in self._recallers.items() if opening.done()), None)
+            if victim is None:
+                raise _RequestError(f"{len(self._recallers)} root sets are opening at once; try again once they are open")
+            closing.append(asyncio.get_running_loop().create_task(self._close_root_set(victim, self._recallers.pop(victim))))
+        return closing
+
+    async def _close_root_set(self, key: tuple[str, ...], opening: asyncio.Task[Recaller]) -> None:
+        """Close a root set's sessions, then its store and heuristic (the shared selector stays)."""
+        try:
+            for sid in [sid for sid, conversation in self._conversations.items() if conversation.key == key]:
+                if sid in self._conversations:
+                    await self._drop_session(sid)
+            if not opening.cancelled() and opening.exception() is None:
+                self._stores_closed += 1
+                await _in_thread(opening.result().close)
+        except Exception:  # the root set is gone from the daemon either way; what failed is logged
+            _log.exception("closing the root set %s failed", list(key))
+
+    async def _open_after(self, closing: list[asyncio.Task[None]], key: tuple[str, ...]) -> Recaller:
+        """Open ``key`` once the stores it replaces are closed: never more than ``max_stores`` at once."""
+        if closing:
+            await asyncio.gather(*closing)
+        return await _in_thread(lambda: self._open(key), abandon=_close_quietly)
+
     def _open(self, key: tuple[str, ...]) -> Recaller:
+        check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
         return open_recaller(key, watch=True, use_cache=self._use_cache, selector=self._selector, **self._store_options)
+
+
+def _in_thread(work: Callable[[], _T], *, abandon: Callable[[_T], object] | None = None) -> asyncio.Future[_T]:
+    """``work()`` on a daemon thread of its own, as a future of the running loop: a call that
+    blocks forever (an open of a FIFO) never holds up the exit, as the default executor's threads
+    would. What ``work`` returns after its future was cancelled, or its loop closed, goes to ``abandon``."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def settle(result: _T) -> None:
+        if not future.cancelled():
+            future.set_result(result)
+        elif abandon is not None:
+            threading.Thread(target=abandon, args=(result,), name="recall-kit-close", daemon=True).start()
+
+    def fail(exc: BaseException) -> None:
+        if not future.cancelled():
+            future.set_exception(exc)
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:  # handed to the awaiting request, which answers with it
+            _call_soon(loop, fail, exc)
+            return
+        if not _call_soon(loop, settle, result) and abandon is not None:
+            abandon(result)
+
+    threading.Thread(target=run, name="recall-kit-open", daemon=True).start()
+    return future
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[Any], None], arg: Any) -> bool:
+    """Run ``callback(arg)`` on ``loop``; False when the loop is closed already."""
+    try:
+        loop.call_soon_threadsafe(callback, arg)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _close_quietly(recaller: Recaller) -> None:
+    try:
+        recaller.close()
+    except Exception:  # nobody is left to tell
+        _log.exception("closing an abandoned root set failed")
 
 
 def _encode(answer: dict[str, Any]) -> bytes:

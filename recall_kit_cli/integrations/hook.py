@@ -13,9 +13,10 @@ import sys
 import time
 from typing import IO, Any
 
-from recall_kit.limits import HOOK_MAX_STDIN_BYTES, bounded_prompt
-from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, runtime_paths
-from recall_kit_cli.integrations.protocol import DaemonError, request
+from memory_store import RecallKitError  # its errors module alone: cheap
+from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, bounded_prompt
+from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
+from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, listening, request
 
 HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: Claude Code must never wait on recall
 _CONNECT_POLL_S = (0.002, 0.005, 0.01, 0.02)  # back-off while an auto-started daemon binds
@@ -65,11 +66,22 @@ def run_claude_code(
             out = stdout or sys.stdout
             out.write(json.dumps(answer, ensure_ascii=False))
             out.flush()
-    except (_HookFailure, DaemonError, OSError) as exc:
-        append_log(paths.hook_log, f"{event}: {exc}")
+    except (_HookFailure, RecallKitError, OSError) as exc:  # RecallKitError: DaemonError, an unsafe state folder
+        _log(paths, f"{event}: {exc}")
     except Exception as exc:  # recall must never break the agent
-        append_log(paths.hook_log, f"{event}: unexpected {type(exc).__name__}: {exc}")
+        _log(paths, f"{event}: unexpected {type(exc).__name__}: {exc}")
     return 0
+
+
+def _log(paths: RuntimePaths, message: str) -> None:
+    """To the hook log; when that cannot be written (an unsafe state folder, a symlink), one line on stderr."""
+    if append_log(paths.hook_log, message):
+        return
+    try:
+        sys.stderr.write(f"recall-kit hook: {' '.join(message.split())} (and {paths.hook_log} cannot be written)\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _handle(
@@ -107,7 +119,11 @@ def _context(event: str, response: dict[str, Any]) -> dict[str, Any] | None:
     delivery = response.get("delivery")
     if not isinstance(delivery, dict) or not delivery.get("text"):
         return None
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": delivery["text"]}}
+    text = delivery["text"]
+    if not isinstance(text, str) or len(text) > HOOK_CONTEXT_MAX_CHARS:
+        # Claude Code would cut it mid-memory (or file it away): the daemon renders within its budget, so this is not ours
+        raise _HookFailure(f"the delivery is {len(text)} characters, over Claude Code's {HOOK_CONTEXT_MAX_CHARS}; dropped")
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def _call(
@@ -115,18 +131,63 @@ def _call(
 ) -> list[dict[str, Any]]:
     try:
         return request(paths.socket, messages, deadline=deadline)
+    except UntrustedSocket:
+        raise  # never start a daemon where another user could be listening
     except DaemonError:
-        if not autostart or _daemon_listening(paths):
+        if not autostart or listening(paths.socket):
             raise
-    # nobody listens: start the daemon (a racing hook's spare copy exits on the lock) and wait for it
-    _spawn_daemon(paths, env)
+    # nobody listens: start the daemon, unless one holds the lock (it may be binding: wait for it)
+    holder = _lock_holder(paths)
+    spawned = _SpawnedDaemon(paths, env) if holder is None else None
     for pause in _backoff():
         if time.monotonic() + pause >= deadline:
-            raise DaemonError("the daemon did not start in time (it keeps starting; the next prompt will use it)")
+            raise DaemonError(_not_started(paths, holder, spawned))
         time.sleep(pause)
-        if _daemon_listening(paths):
+        if listening(paths.socket):
             return request(paths.socket, messages, deadline=deadline)
+        if spawned is not None and spawned.process.poll() is not None:
+            if spawned.process.returncode != 0:
+                raise DaemonError(f"the daemon refused to start: {spawned.last_words()}")
+            holder, spawned = _lock_holder(paths), None  # exit 0: another daemon took the lock first
     raise AssertionError("unreachable")
+
+
+def _not_started(paths: RuntimePaths, holder: int | None, spawned: _SpawnedDaemon | None) -> str:
+    """Why no daemon answered within the hook's budget, as far as the hook can tell."""
+    if spawned is not None:
+        return f"the daemon did not start in time (pid {spawned.process.pid} is still starting; the next prompt will use it)"
+    if holder is not None:
+        return (
+            f"the daemon did not start in time: pid {holder} holds the daemon's lock {paths.lock} "
+            f"but nothing answers on {paths.socket} (still starting, or stuck)"
+        )
+    return f"the daemon did not start in time: another daemon took the lock {paths.lock}, then nothing answered on {paths.socket}"
+
+
+def _lock_holder(paths: RuntimePaths) -> int | None:
+    """The pid holding the daemon's lock, None when nobody does; UnsafePathError when the lock
+    file is a symlink, not a regular file or another user's (the daemon would refuse it too).
+    Read from /proc/locks: taking the lock to test it could make a starting daemon give up."""
+    from memory_store import open_private  # the private-path helpers alone: cheap
+
+    try:
+        fd = open_private(paths.lock)
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    file_id = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:  # "1: FLOCK  ADVISORY  WRITE 9804 fe:00:2146410 0 EOF"
+                fields = line.split()
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == file_id and fields[4].isdigit():
+                    return int(fields[4])
+    except OSError:
+        pass  # no /proc: the spare daemon finds out on the lock itself
+    return None
 
 
 def _backoff() -> Any:
@@ -135,30 +196,41 @@ def _backoff() -> Any:
         yield _CONNECT_POLL_S[-1]
 
 
-def _daemon_listening(paths: RuntimePaths) -> bool:
-    import socket
+class _SpawnedDaemon:
+    """A `recall-kit serve` this hook started, its stderr appended to the daemon log."""
 
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(paths.socket))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
+    def __init__(self, paths: RuntimePaths, env: dict[str, str]) -> None:
+        self.log_path = paths.daemon_log
+        log = open_log(paths.daemon_log)
+        try:
+            self.log_start = os.fstat(log).st_size  # its own words start here
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "recall_kit_cli", "serve"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+                cwd="/",
+                start_new_session=True,  # outlives the hook and is not killed with Claude Code's process group
+                close_fds=True,
+            )
+        finally:
+            os.close(log)
+        append_log(paths.hook_log, f"started a daemon (pid {self.process.pid}) for {paths.socket}")
 
+    def last_words(self) -> str:
+        """The last line it wrote to the daemon log (why it exited), without the command's prefix."""
+        from memory_store import open_private  # the private-path helpers alone: cheap
 
-def _spawn_daemon(paths: RuntimePaths, env: dict[str, str]) -> None:
-    paths.state.mkdir(parents=True, exist_ok=True)
-    with open(paths.daemon_log, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "recall_kit_cli", "serve"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=env,
-            cwd="/",
-            start_new_session=True,  # outlives the hook and is not killed with Claude Code's process group
-            close_fds=True,
-        )
-    append_log(paths.hook_log, f"started a daemon for {paths.socket}")
+        try:
+            fd = open_private(self.log_path)
+            try:
+                tail = os.pread(fd, 65536, self.log_start)
+            finally:
+                os.close(fd)
+        except (OSError, RecallKitError):
+            return f"it exited with status {self.process.returncode}"
+        lines = [line.strip() for line in tail.decode("utf-8", "replace").splitlines() if line.strip()]
+        if not lines:
+            return f"it exited with status {self.process.returncode} and said nothing"
+        return lines[-1].removeprefix("recall-kit: ")

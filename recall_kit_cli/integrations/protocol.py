@@ -7,15 +7,21 @@ Requests (``session`` is the agent's session id; ``roots`` absolute memory folde
   {"op": "finish", "session": S}                                   -> {"ok": true}
   {"op": "close_session", "session": S}                            -> {"ok": true, "closed": bool}
   {"op": "status"}                                                 -> {"ok": true, "pid": ..., ...}
+  {"op": "stop"}                                                   -> {"ok": true, "pid": ...}, then it exits
 A delivery D is {"text", "refs", "phase", "strategy", "point", "placement", "latency_ms"}.
-Any failure is {"ok": false, "error": "one line"}. Stdlib only (and recall_kit.limits): the hook imports this
-per prompt.
+Any failure is {"ok": false, "error": "one line"}. Stdlib only (and recall_kit.limits, memory_store's
+errors and private-path helpers): the hook imports this per prompt.
+
+A client trusts a socket only in a folder of this user's alone (every folder on the way checked)
+and only when the process listening on it runs as this user (``SO_PEERCRED``): it sends nothing before.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,17 +36,27 @@ class DaemonError(RecallKitError):
     """The daemon could not be reached, timed out, or answered with an error."""
 
 
+class UntrustedSocket(DaemonError):
+    """The socket sits where another user could swap it, or another user's process listens on it."""
+
+
 def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float) -> list[dict[str, Any]]:
     """Send ``messages`` on one connection and return the responses; DaemonError past ``deadline``
-    (a ``time.monotonic()`` value) or on any error response."""
+    (a ``time.monotonic()`` value) or on any error response, UntrustedSocket (before anything is
+    sent) when the socket's folder or its peer is not this user's."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise DaemonError("no time left to reach the daemon")
+    check_socket_folder(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(remaining)
         try:
             sock.connect(str(path))
+        except OSError as exc:
+            raise DaemonError(f"cannot reach the daemon at {path}: {exc.strerror or exc}") from None
+        check_peer(sock, path)
+        try:
             sock.sendall(b"".join(json.dumps(m).encode("utf-8") + b"\n" for m in messages))
         except OSError as exc:
             raise DaemonError(f"cannot reach the daemon at {path}: {exc.strerror or exc}") from None
@@ -72,3 +88,36 @@ def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float
         return responses
     finally:
         sock.close()
+
+
+def listening(path: Path | str) -> bool:
+    """Whether anything accepts connections at ``path`` (nothing is sent)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def check_socket_folder(path: Path | str) -> None:
+    """UntrustedSocket unless every folder on the way to ``path`` that exists is this user's alone."""
+    from memory_store import UnsafePathError, private_folder  # the private-path helpers alone: cheap
+
+    try:
+        private_folder(os.path.dirname(os.fspath(path)), create=False, missing_ok=True)
+    except UnsafePathError as exc:
+        raise UntrustedSocket(f"refusing the daemon's socket {path}: {exc}") from None
+
+
+def check_peer(sock: socket.socket, path: Path | str) -> None:
+    """UntrustedSocket unless the process listening on ``sock`` runs as this user."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    except (OSError, AttributeError) as exc:
+        raise UntrustedSocket(f"cannot tell who serves {path}: {exc}") from None
+    uid = int.from_bytes(creds[4:8], sys.byteorder)
+    if uid != os.getuid():
+        raise UntrustedSocket(f"refusing the daemon's socket {path}: uid {uid} serves it, not this user (uid {os.getuid()})")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -63,11 +65,14 @@ class Env:
             return [json.loads(reader.readline()) for _ in messages]
 
     def daemon_pid(self) -> int | None:
+        """The pid in the daemon's lock file; None without one (or when a test put something else there)."""
         try:
+            if not stat.S_ISREG(os.lstat(self.lock).st_mode):
+                return None
             text = self.lock.read_text().strip()
         except FileNotFoundError:
             return None
-        return int(text) if text else None
+        return int(text) if text.isdigit() else None
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 10.0) -> None:
@@ -94,15 +99,40 @@ def pid_alive(pid: int) -> bool:
 
 
 def stop_daemon(env: Env) -> None:
-    """SIGTERM whatever daemon holds this environment's lock, and wait until it is gone."""
-    pid = env.daemon_pid()
-    if pid is None or not pid_alive(pid):
-        return
+    """SIGTERM every daemon of this environment (the lock's holder, and any the hook started that
+    had not taken the lock yet), and wait until each is gone."""
+    pids = {pid for pid in (env.daemon_pid(), *_started_by_the_hook(env)) if pid is not None and _serves(env, pid)}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    for pid in pids:
+        try:
+            wait_for(lambda: not pid_alive(pid), f"daemon {pid} to exit")
+        except AssertionError:  # never leave a stuck daemon behind
+            os.kill(pid, signal.SIGKILL)
+            raise
+
+
+def _started_by_the_hook(env: Env) -> list[int]:
+    """The pids the hook log says it started daemons as."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    wait_for(lambda: not pid_alive(pid), f"daemon {pid} to exit")
+        log = env.hook_log.read_text(errors="replace") if stat.S_ISREG(os.lstat(env.hook_log).st_mode) else ""
+    except OSError:
+        return []
+    return [int(pid) for pid in re.findall(r"started a daemon \(pid (\d+)\)", log)]
+
+
+def _serves(env: Env, pid: int) -> bool:
+    """Whether ``pid`` is alive and a process of this environment (its HOME): a logged pid may be reused."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"HOME={env.vars['HOME']}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 @pytest.fixture
@@ -135,11 +165,33 @@ class Daemon:
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=10)
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # never leave a stuck daemon behind
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("the daemon did not exit within 10 s of SIGTERM") from None
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
         return code
+
+
+def serve_refusal(env: Env, *args: str) -> str:
+    """The one-line error of a `recall-kit serve` that must refuse to start (exit 2); fails, after
+    stopping it, when it serves instead."""
+    process = subprocess.Popen([RECALL_KIT, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.vars)
+    assert process.stdout is not None
+    ready = process.stdout.readline()  # a line once it listens; EOF when it exits
+    if ready:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)
+        raise AssertionError(f"the daemon served instead of refusing: {ready!r}")
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2, err
+    lines = err.decode().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from memory_store import MemoryDoc
 from recall_kit._render import BODY_BUDGET, HEADING, INSTRUCTION, WRAPPER_TAG, render_memories
+from recall_kit.limits import RENDER_FIELD_CHARS, RENDER_MAX_CHARS
 
 NOW = 1_800_000_000.0
 
@@ -113,3 +114,54 @@ def test_a_body_cannot_add_fields_to_its_own_block():
         assert len(starts) == 1, (label, starts)
     assert "Reference: proj/f.md" in text
     assert "\\Reference: proj/secrets.md" in text and "not a field: Reference: x" in text
+
+
+def test_fields_are_cut_to_their_limit_with_a_note():
+    doc = make_doc("big.md", name="N" * 5_000, description="a very long description " * 10_000)
+    text = render_memories([doc], now=NOW)
+    title = next(line for line in text.splitlines() if line.startswith("Title: "))
+    description = next(line for line in text.splitlines() if line.startswith("Description: "))
+    for line, total in ((title, 5_000), (description, len(doc.description.strip()))):
+        note = re.search(r" \[\.\.\. truncated: (\d+) of (\d+) characters shown\]$", line)
+        assert note is not None, line[-120:]
+        assert int(note.group(1)) <= RENDER_FIELD_CHARS and int(note.group(2)) == total
+    assert len(text) < 2 * RENDER_FIELD_CHARS + 600
+
+
+def test_the_whole_block_fits_its_budget_whatever_the_memories_hold():
+    hostile = [
+        make_doc(f"{'deep/' * 200}doc{n}.md", name="<memory> " * 2_000, description="d " * 100_000,
+                 body="<memoryview> " * 20_000)
+        for n in range(5)
+    ]
+    text = render_memories(hostile, now=NOW)
+    assert len(text) <= RENDER_MAX_CHARS
+    assert text.count("Title: ") == 5 and text.count("[... truncated:") >= 10  # every doc shown, every cut said
+    assert re.findall(r"<\s*/?\s*memory\b", text, re.I) == ["<memory", "</memory"] * 5
+    assert text.endswith(f"</{WRAPPER_TAG}>")
+    for budget in (2_000, 4_000, 9_000):
+        assert len(render_memories(hostile, now=NOW, budget=budget)) <= budget
+
+
+def test_bodies_share_what_the_fields_leave():
+    docs = [make_doc(f"d{n}.md", body=f"body{n} " * 1_000) for n in range(5)]
+    text = render_memories(docs, now=NOW, budget=4_000)
+    assert len(text) <= 4_000
+    shown = [int(n) for n in re.findall(r"truncated: (\d+) of", text)]
+    assert len(shown) == 5 and max(shown) - min(shown) < 100  # an even share, not the first doc taking it all
+
+
+def test_documents_past_the_budget_are_left_out_and_counted():
+    docs = [make_doc(f"doc{n}.md", name=f"Doc {n}", description="x" * 250, body="b" * 2_000) for n in range(30)]
+    text = render_memories(docs, now=NOW)
+    assert len(text) <= RENDER_MAX_CHARS
+    shown = text.count("Title: ")
+    assert 5 <= shown < 30
+    assert f"[... {30 - shown} more memories not shown: the block holds at most {RENDER_MAX_CHARS} characters]" in text
+    assert text.endswith(f"</{WRAPPER_TAG}>")
+
+
+def test_a_cut_never_leaves_a_tag_name_at_its_end():
+    body = "x" * 200 + "<memoryview" + "y" * 5_000  # no word boundary near the cut: it falls right after "<memory"
+    text = render_memories([make_doc("t.md", body=body)], now=NOW, body_budget=207)
+    assert re.findall(r"<\s*/?\s*memory\b", text, re.I) == ["<memory", "</memory"]

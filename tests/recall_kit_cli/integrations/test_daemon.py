@@ -181,3 +181,46 @@ def _python_for_nobody() -> str:
         if os.path.exists(candidate) and os.stat(candidate).st_mode & stat.S_IXOTH:
             return candidate
     pytest.fail("no world-executable python3 for the other-user client")
+
+
+def test_serve_status_shows_the_running_daemon_for_people_and_machines(env: Env, daemon: Daemon, memories: Path) -> None:
+    env.request({"op": "begin", "session": "st", "roots": [str(memories)], "query": DEPLOY_PROMPT})
+    human = env.run("serve", "--status")
+    assert human.returncode == 0, human.stderr
+    text = human.stdout.decode()
+    assert text.startswith(f"daemon: pid {daemon.process.pid}, up ")
+    assert f"socket: {env.socket}" in text and "sessions: 1 of at most " in text
+    assert f"  {memories}: " in text and " memories, version " in text
+    machine = env.run("serve", "--status", "--json")
+    status = json.loads(machine.stdout)
+    assert status["pid"] == daemon.process.pid and status["sessions"] == 1
+    assert status["stores"][0]["roots"] == [str(memories)]
+    assert {"threads", "fds", "max_stores", "max_sessions"} <= status.keys()
+
+
+def test_serve_stop_stops_the_daemon_and_waits_until_it_is_gone(env: Env, memories: Path) -> None:
+    started = Daemon(env)
+    env.request({"op": "begin", "session": "sp", "roots": [str(memories)], "query": DEPLOY_PROMPT})
+    result = env.run("serve", "--stop")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == f"stopped the daemon (pid {started.process.pid})\n"
+    assert started.process.poll() == 0  # gone before --stop returned
+    assert not env.socket.exists()
+    assert started.stop() == 0
+
+
+def test_status_and_stop_without_a_daemon_are_one_line_errors(env: Env) -> None:
+    for args in (["--status"], ["--status", "--json"], ["--stop"]):
+        result = env.run("serve", *args)
+        assert (result.returncode, result.stdout) == (2, b""), args
+        lines = result.stderr.decode().splitlines()
+        assert lines == [f"recall-kit: no daemon runs for this user (nothing listens on {env.socket})"], lines
+
+
+def test_a_refusal_to_serve_is_also_in_the_hook_log(env: Env) -> None:
+    env.lock.parent.mkdir(mode=0o700, parents=True)
+    env.lock.symlink_to(env.base / "elsewhere")
+    result = env.run("serve")
+    assert result.returncode == 2
+    log = env.hook_log.read_text()
+    assert "refused to start: refusing to serve:" in log and "daemon.lock is a symlink" in log
