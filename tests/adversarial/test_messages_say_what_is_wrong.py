@@ -67,10 +67,13 @@ def test_a_sidecar_line_that_is_not_utf8_is_named_with_its_line_and_byte(cwd: Pa
 
 def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_file(cwd: Path) -> None:
     (cwd / "recall-kit.toml").write_bytes(b'roots = ["caf\xe9"]\n')
-    for command in (("list",), ("config",), ("query", "anything", "--root", str(EXAMPLES))):
+    for command in (("list",), ("query", "anything", "--root", str(EXAMPLES))):
         result = run_recall_kit(*command, cwd=cwd)
         assert_one_line_error(result, "recall-kit.toml", "not UTF-8", "offset 13")
         assert "Traceback" not in result.stderr and "codec" not in result.stderr
+    shown = run_recall_kit("config", cwd=cwd)  # config shows every setting and flags the file
+    assert shown.returncode == 0 and "codec" not in shown.stdout + shown.stderr
+    assert "invalid" in shown.stdout and "recall-kit.toml: not UTF-8 (invalid byte at offset 13)" in shown.stdout
 
 
 def test_a_settings_file_that_is_not_utf8_is_refused_untouched(env: Env, tmp_path: Path) -> None:

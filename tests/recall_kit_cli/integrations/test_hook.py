@@ -21,9 +21,24 @@ def _event(name: str, **fields: object) -> dict[str, object]:
     return {"session_id": "cc-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": name, **fields}
 
 
+def _answers(env: Env) -> bool:
+    try:
+        return bool(env.request({"op": "status"})[0]["ok"])
+    except OSError:  # not bound yet
+        return False
+
+
 def test_first_prompt_starts_the_daemon_and_returns_additional_context(env: Env, memories: Path) -> None:
+    # The first prompt starts the daemon. Whether the daemon is up within the hook's budget is a
+    # matter of load (bench/bench_hook.py times it): a prompt it misses is logged and the next one
+    # is served, and neither may block or fail the agent's turn.
     result = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
     assert result.returncode == 0
+    if not result.stdout:
+        assert "the daemon did not start in time" in env.hook_log.read_text(), env.hook_log.read_text()
+        wait_for(lambda: _answers(env), "the daemon to answer")
+        result = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
+        assert result.returncode == 0
     answer = json.loads(result.stdout)
     context = answer["hookSpecificOutput"]
     assert context["hookEventName"] == "UserPromptSubmit"
