@@ -48,6 +48,16 @@ if TYPE_CHECKING:
     from memory_store._sidecar import sidecar_path as sidecar_path
     from memory_store._sidecar import update_enrichment as update_enrichment
     from memory_store._sidecar import write_enrichment as write_enrichment
+    from memory_store._types import Learned as Learned
+    from memory_store._learned import LEARNED_PATH as LEARNED_PATH
+    from memory_store._learned import LearnedEntry as LearnedEntry
+    from memory_store._learned import LearnedTerm as LearnedTerm
+    from memory_store._learned import LearningUpdate as LearningUpdate
+    from memory_store._learned import MAX_LEARNED_KEYS as MAX_LEARNED_KEYS
+    from memory_store._learned import MAX_LEARNED_TERMS as MAX_LEARNED_TERMS
+    from memory_store._learned import MAX_LEARNED_TERM_CHARS as MAX_LEARNED_TERM_CHARS
+    from memory_store._learned import MAX_SUPPRESSORS as MAX_SUPPRESSORS
+    from memory_store._learned import clean_term as clean_term
     from memory_store._codec import decode_doc as decode_doc
     from memory_store._codec import encode_doc as encode_doc
     from memory_store._write import atomic_write as atomic_write
@@ -96,6 +106,16 @@ _EXPORTS: dict[str, str] = {
     "sidecar_path": "memory_store._sidecar",
     "update_enrichment": "memory_store._sidecar",
     "write_enrichment": "memory_store._sidecar",
+    "Learned": "memory_store._types",
+    "LEARNED_PATH": "memory_store._learned",
+    "LearnedEntry": "memory_store._learned",
+    "LearnedTerm": "memory_store._learned",
+    "LearningUpdate": "memory_store._learned",
+    "MAX_LEARNED_KEYS": "memory_store._learned",
+    "MAX_LEARNED_TERMS": "memory_store._learned",
+    "MAX_LEARNED_TERM_CHARS": "memory_store._learned",
+    "MAX_SUPPRESSORS": "memory_store._learned",
+    "clean_term": "memory_store._learned",
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",

@@ -1,7 +1,7 @@
 """A MemoryDoc's fields as bytes and back: the layout a cache keeps a doc in, owned beside the doc itself.
 
-The blob is a marshal of the fields in a fixed order, without the enrichment (the store attaches
-fresh enrichment to every doc it hands out). A new MemoryDoc field is added here and nowhere else.
+The blob is a marshal of the fields in a fixed order, without the enrichment and the learned keys
+(the store attaches fresh ones to every doc it hands out). A new MemoryDoc field is added here and nowhere else.
 A blob is read back only into a doc whose every field has the type and shape the parser gives it:
 anything else is a ValueError, never a doc that breaks whoever reads it later.
 """
@@ -22,7 +22,7 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def encode_doc(doc: MemoryDoc) -> bytes:
-    """The doc's fields (all but its enrichment) as one blob; ValueError when a frontmatter value
+    """The doc's fields (all but its enrichment and learned keys) as one blob; ValueError when a frontmatter value
     cannot be kept this way (a date, say)."""
     return marshal.dumps((
         doc.scope, doc.path, str(doc.abspath), doc.name, doc.description, doc.type, tuple(doc.keywords),
@@ -31,7 +31,7 @@ def encode_doc(doc: MemoryDoc) -> bytes:
 
 
 def decode_doc(blob: bytes | memoryview) -> MemoryDoc:
-    """The doc ``encode_doc`` made ``blob`` from, without enrichment; ValueError, naming the field,
+    """The doc ``encode_doc`` made ``blob`` from, without enrichment or learned keys; ValueError, naming the field,
     when ``blob`` is not such a doc (damaged, or written by something else)."""
     try:
         fields = marshal.loads(blob)

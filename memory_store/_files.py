@@ -12,18 +12,32 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryPathError, MemoryStoreError
 from memory_store._format import format_memory, new_memory_path
+from memory_store._learned import (
+    LEARNED_PATH,
+    MAX_LEARNED_BYTES,
+    LearnedEntry,
+    LearningUpdate,
+    entry_line,
+    fit_bytes,
+    merge_updates,
+    parse_learned,
+)
 from memory_store._parse import parse_memory
+from memory_store._private import PRIVATE_FILE_MODE
 from memory_store._scan import Root, is_memory_name, link_target, open_beneath, open_root, read_listed
 from memory_store._sidecar import (
     SIDECAR_PATH,
     EnrichmentEntry,
     SidecarProblem,
+    open_current,
+    read_bounded_fd,
     read_enrichment,
     read_sidecar_fd,
     sidecar_path,
@@ -31,12 +45,11 @@ from memory_store._sidecar import (
     update_in_folder,
 )
 from memory_store._types import DEFAULT_MAX_BYTES
-from memory_store._write import write_in_folder
+from memory_store._write import file_lock, write_in_folder
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SIDECAR_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _SIDECAR_FOLDER, _, _SIDECAR_NAME = SIDECAR_PATH.rpartition("/")
-_LOCK_NAME = _SIDECAR_NAME + ".lock"  # update_in_folder's lock beside the sidecar
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,34 +94,7 @@ class Sidecar:
         it must be."""
         if not self.inside:
             return None  # a file the caller gave: theirs to place
-        try:
-            root_fd = open_root(root)
-        except OSError:
-            return None  # no root, so no sidecar; the root's own error says so
-        try:
-            kind = _kind_at(root_fd, _SIDECAR_FOLDER)
-            if kind == "symlink":
-                return _SIDECAR_FOLDER, "the sidecar folder is a symlink; enrichment is never read or written through one"
-            if kind not in ("missing", "folder"):
-                return _SIDECAR_FOLDER, "the sidecar folder is not a folder"
-            if kind == "missing":
-                return None
-            try:
-                folder_fd = os.open(_SIDECAR_FOLDER, _DIR_FLAGS, dir_fd=root_fd)
-            except OSError:
-                return None  # swapped meanwhile, or unreadable: reading and writing report it
-            try:
-                for name, what in [(_SIDECAR_NAME, "sidecar"), *([(_LOCK_NAME, "sidecar's lock")] if writing else [])]:
-                    kind = _kind_at(folder_fd, name)
-                    if kind == "symlink":
-                        return f"{_SIDECAR_FOLDER}/{name}", f"{what} is a symlink; symlinks are not followed"
-                    if kind not in ("missing", "file"):
-                        return f"{_SIDECAR_FOLDER}/{name}", f"{what} is not a regular file"
-            finally:
-                os.close(folder_fd)
-        finally:
-            os.close(root_fd)
-        return None
+        return own_file_refusal(root, SIDECAR_PATH, "sidecar", "enrichment", writing=writing)
 
     def write_refusal(self, root: Root) -> str | None:
         """Why enrichment cannot be recorded in this sidecar (one line naming it), or None when it can."""
@@ -148,6 +134,144 @@ class Sidecar:
         return Path(self.path)
 
 
+FileIdentity = tuple[int, int, int, int, int]  # (device, inode, size, mtime ns, ctime ns)
+
+
+class LearnedFile:
+    """A root's own ``.recall-kit/learned.jsonl``: read and rewritten from the root, never through a
+    symlink, under the enrichment sidecar's lock routine; its parse is kept while the file is unchanged,
+    so an update at 10,000 memories re-encodes only the entries it changes."""
+
+    def __init__(self, root: Root) -> None:
+        self._root = root
+        self._guard = threading.Lock()  # the kept parse; processes are kept apart by the file's flock
+        self._kept: tuple[FileIdentity, dict[str, LearnedEntry], dict[str, str], list[SidecarProblem]] | None = None
+
+    @property
+    def path(self) -> str:
+        """The file's absolute path, under the root as given."""
+        return self._root.abspath(LEARNED_PATH)
+
+    def refusal(self, *, writing: bool = False) -> tuple[str, str] | None:
+        """Where and why the file (``writing``: or its lock) can be neither read nor written, or None."""
+        return own_file_refusal(self._root, LEARNED_PATH, "learned file", "what was learned", writing=writing)
+
+    def read(self) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
+        """The entries (relative path -> entry) and problems; a missing file is empty."""
+        try:
+            fd = _open_own_sidecar(self._root, LEARNED_PATH)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return {}, []
+            if exc.errno == errno.ELOOP:
+                return {}, [(0, "learned file is a symlink; symlinks are not followed")]
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        if fd is None:
+            return {}, []
+        try:
+            entries, _lines, problems = self._parsed(fd)
+        except OSError as exc:
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        finally:
+            os.close(fd)
+        return entries, problems
+
+    def update(self, updates: Iterable[LearningUpdate], live_paths: Iterable[str] | None) -> Path:
+        """Merge ``updates`` (dropping memories not in ``live_paths``), locked, atomically, mode 0600."""
+        given = list(updates)
+        live = None if live_paths is None else set(live_paths)
+
+        def change(entries: dict[str, LearnedEntry]) -> set[str]:
+            try:
+                changed = merge_updates(entries, given)
+            except ValueError as exc:
+                raise MemoryStoreError(str(exc)) from None
+            if live is not None:
+                gone = [path for path in entries if path not in live]
+                for path in gone:
+                    del entries[path]
+                changed.update(gone)
+            return changed
+
+        self._rewrite(change, create=True)
+        return Path(self.path)
+
+    def clear(self, paths: Iterable[str] | None) -> int:
+        """Forget the entries of ``paths`` (None: all); how many were removed. A missing file stays missing."""
+        wanted = None if paths is None else set(paths)
+        removed: set[str] = set()
+
+        def change(entries: dict[str, LearnedEntry]) -> set[str]:
+            removed.update(entries if wanted is None else wanted & entries.keys())
+            for path in removed:
+                del entries[path]
+            return removed
+
+        try:
+            self._rewrite(change, create=False)
+        except MemoryNotFoundError:
+            return 0  # no sidecar folder, so nothing learned
+        return len(removed)
+
+    def _rewrite(self, change: Callable[[dict[str, LearnedEntry]], set[str]], *, create: bool) -> None:
+        """Read, ``change`` (which returns the paths it changed), write back when any; under the file's lock."""
+        where = f"{self._root.label}/{LEARNED_PATH}"
+        folder, _, name = LEARNED_PATH.rpartition("/")
+        with _root_fd(self._root) as root_fd, _folder(root_fd, [folder], where, create=create) as folder_fd:
+            with file_lock(name + ".lock", dir_fd=folder_fd):
+                fd = open_current(folder_fd, name, follow=False, where=where)
+                entries: dict[str, LearnedEntry] = {}
+                lines: dict[str, str] = {}
+                if fd is not None:
+                    try:
+                        if not stat.S_ISREG(os.fstat(fd).st_mode):
+                            raise MemoryPathError(f"refused {where}: it is not a regular file")
+                        entries, lines, _problems = self._parsed(fd)  # bad lines are not carried over
+                    except OSError:
+                        pass  # unreadable: its entries are lost to every reader already
+                    finally:
+                        os.close(fd)
+                elif not create and _kind_at(folder_fd, name) == "missing":
+                    return
+                changed = change(entries)
+                if not changed:
+                    return
+                for path in changed:
+                    if path in entries:
+                        lines[path] = entry_line(entries[path])
+                    else:
+                        lines.pop(path, None)
+                lines = fit_bytes(lines)
+                entries = {path: entries[path] for path in lines}
+                try:
+                    write_in_folder(folder_fd, name, "".join(lines.values()).encode("utf-8"), replace=True,
+                                    mode=PRIVATE_FILE_MODE)
+                    written = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+                except OSError as exc:
+                    raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
+                with self._guard:
+                    self._kept = (_identity(written), entries, lines, [])
+
+    def _parsed(self, fd: int) -> tuple[dict[str, LearnedEntry], dict[str, str], list[SidecarProblem]]:
+        """Copies of the entries, their lines and the problems of the file open at ``fd``, parsed once a version."""
+        identity = _identity(os.fstat(fd))
+        with self._guard:
+            kept = self._kept
+        if kept is None or kept[0] != identity:
+            data = read_bounded_fd(fd, MAX_LEARNED_BYTES)
+            if isinstance(data, tuple):
+                return {}, {}, [data]
+            entries, problems = parse_learned(data)
+            kept = (identity, entries, {path: entry_line(entry) for path, entry in entries.items()}, problems)
+            with self._guard:
+                self._kept = kept
+        return dict(kept[1]), dict(kept[2]), list(kept[3])
+
+
+def _identity(info: os.stat_result) -> FileIdentity:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _kind_at(folder_fd: int, name: str) -> str:
     """What is at ``name`` in an open folder: "missing", "symlink", "folder", "file" or "other"."""
     try:
@@ -161,16 +285,51 @@ def _kind_at(folder_fd: int, name: str) -> str:
     return "folder" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
 
 
-def _open_own_sidecar(root: Root) -> int | None:
-    """The root's own sidecar opened for reading from the root, no symlink followed; None when the root is gone."""
+def _open_own_sidecar(root: Root, rel: str = SIDECAR_PATH) -> int | None:
+    """The root's own sidecar (or the file at ``rel`` beside it) opened for reading from the root, no
+    symlink followed; None when the root is gone."""
     try:
         root_fd = open_root(root)
     except OSError:
         return None
     try:
-        return open_beneath(root_fd, SIDECAR_PATH, _SIDECAR_FILE_FLAGS)
+        return open_beneath(root_fd, rel, _SIDECAR_FILE_FLAGS)
     finally:
         os.close(root_fd)
+
+
+def own_file_refusal(root: Root, rel: str, what: str, subject: str, *, writing: bool) -> tuple[str, str] | None:
+    """Where and why the file ``rel`` in the root's sidecar folder (``what`` names it, ``subject`` what
+    it keeps) can be neither read nor written, as (path relative to the root, one-line reason)."""
+    folder, _, name = rel.rpartition("/")
+    try:
+        root_fd = open_root(root)
+    except OSError:
+        return None  # no root, so no sidecar; the root's own error says so
+    try:
+        kind = _kind_at(root_fd, folder)
+        if kind == "symlink":
+            return folder, f"the sidecar folder is a symlink; {subject} is never read or written through one"
+        if kind not in ("missing", "folder"):
+            return folder, "the sidecar folder is not a folder"
+        if kind == "missing":
+            return None
+        try:
+            folder_fd = os.open(folder, _DIR_FLAGS, dir_fd=root_fd)
+        except OSError:
+            return None  # swapped meanwhile, or unreadable: reading and writing report it
+        try:
+            for file, about in [(name, what), *([(name + ".lock", f"{what}'s lock")] if writing else [])]:
+                kind = _kind_at(folder_fd, file)
+                if kind == "symlink":
+                    return f"{folder}/{file}", f"{about} is a symlink; symlinks are not followed"
+                if kind not in ("missing", "file"):
+                    return f"{folder}/{file}", f"{about} is not a regular file"
+        finally:
+            os.close(folder_fd)
+    finally:
+        os.close(root_fd)
+    return None
 
 
 class MemoryRoot:
@@ -198,6 +357,7 @@ class MemoryRoot:
             if sidecar is None
             else Sidecar(given_path(sidecar), inside=False)
         )  # the one resolution: the store reads what this root records
+        self._learned = LearnedFile(self._root)
         self._max_bytes = max_bytes
 
     @property
@@ -336,6 +496,33 @@ class MemoryRoot:
         with ``live_paths`` (relative paths of the root's memories), drop entries of memories that are gone.
         Returns the sidecar's path."""
         return self._sidecar.update(self._root, entries, live_paths)
+
+    # --- learning ------------------------------------------------------------------------------
+
+    @property
+    def learned_path(self) -> Path:
+        """Where the root keeps what was learned: its own ``.recall-kit/learned.jsonl``."""
+        return Path(self._learned.path)
+
+    def learning_refusal(self) -> str | None:
+        """Why learning cannot be recorded for this root, in one line naming the file, or None when it can."""
+        refused = self._learned.refusal(writing=True)
+        return None if refused is None else f"{self._root.label}/{refused[0]}: {refused[1]}"
+
+    def record_learning(self, updates: Iterable[LearningUpdate], live_paths: Iterable[str] | None = None) -> Path:
+        """Merge ``updates`` into the root's learned file and write it atomically (mode 0600), locked against
+        other writers; with ``live_paths`` (relative paths of the root's memories), drop entries of memories
+        that are gone. Returns the file's path; MemoryStoreError (nothing written) when an update's path
+        is invalid, MemoryPathError when the file or its folder is a symlink or not what it must be."""
+        return self._learned.update(updates, live_paths)
+
+    def read_learning(self) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
+        """What was learned, relative path -> entry, and the file's problems as [(line, reason)] (0: the whole file)."""
+        return self._learned.read()
+
+    def clear_learning(self, paths: Iterable[str] | None = None) -> int:
+        """Forget what was learned for ``paths`` (relative paths; None: every memory); how many entries went."""
+        return self._learned.clear(paths)
 
     # --- paths ---------------------------------------------------------------------------------
 

@@ -169,19 +169,26 @@ def read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarPr
 
 
 def _read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+    data = read_bounded_fd(fd, MAX_SIDECAR_BYTES)
+    return ({}, [data]) if isinstance(data, tuple) else parse_enrichment(data)
+
+
+def read_bounded_fd(fd: int, limit: int) -> bytes | SidecarProblem:
+    """The bytes of the regular file open at ``fd``, or the whole-file problem when it is not one or
+    is over ``limit`` bytes (never more than ``limit`` + 1 bytes read). Raises OSError."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
-        return {}, [(0, "not a regular file")]
-    if info.st_size > MAX_SIDECAR_BYTES:
-        return {}, [(0, f"file is {info.st_size} bytes, over the {MAX_SIDECAR_BYTES}-byte limit")]
+        return (0, "not a regular file")
+    if info.st_size > limit:
+        return (0, f"file is {info.st_size} bytes, over the {limit}-byte limit")
     chunks: list[bytes] = []
-    remaining = MAX_SIDECAR_BYTES + 1
+    remaining = limit + 1
     while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
         chunks.append(chunk)
         remaining -= len(chunk)
     if remaining <= 0:
-        return {}, [(0, f"file is over the {MAX_SIDECAR_BYTES}-byte limit")]
-    return parse_enrichment(b"".join(chunks))
+        return (0, f"file is over the {limit}-byte limit")
+    return b"".join(chunks)
 
 
 def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
@@ -283,15 +290,9 @@ def update_in_folder(
 
 def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[str, EnrichmentEntry], int | None]:
     """The sidecar's entries as they stand, and its permission bits when it is a regular file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(name, flags, dir_fd=folder_fd)
-    except FileNotFoundError:
+    fd = open_current(folder_fd, name, follow=follow, where=where)
+    if fd is None:
         return {}, None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow:
-            raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
-        return {}, None  # unreadable: its entries are lost to every reader already
     try:
         info = os.fstat(fd)
     except OSError:
@@ -300,6 +301,20 @@ def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[
     mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
     entries, _problems = read_sidecar_fd(fd)
     return entries, mode
+
+
+def open_current(folder_fd: int, name: str, *, follow: bool, where: str) -> int | None:
+    """``name`` in an open folder opened for reading (never blocking on a FIFO), or None when it is
+    missing or unreadable; without ``follow`` a symlink there is refused (MemoryPathError)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        return os.open(name, flags, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
+        return None  # unreadable: its entries are lost to every reader already
 
 
 def _made_parent(path: str | os.PathLike[str]) -> Path:

@@ -16,7 +16,8 @@ import errno
 import os
 import stat
 
-from memory_store._files import Sidecar
+from memory_store._files import LearnedFile, Sidecar
+from memory_store._learned import LEARNED_PATH
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._scan import (
     Candidate,
@@ -34,7 +35,7 @@ from memory_store._scan import (
     symlinked_folder_error,
     walk,
 )
-from memory_store._types import DeferredDoc, Docs, SkippedFile, MemoryDoc, Snapshot, StoredDoc
+from memory_store._types import DeferredDoc, Docs, Learned, SkippedFile, MemoryDoc, Snapshot, StoredDoc
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # the path is not a folder we may enter (any more)
 
@@ -43,12 +44,20 @@ class StoreState:
     """Per-root entries (relative path -> doc or error) plus the delta since the last snapshot."""
 
     def __init__(
-        self, roots: list[Root], max_bytes: int, sidecars: dict[str, Sidecar] | None = None, reuse: Reuse | None = None
+        self,
+        roots: list[Root],
+        max_bytes: int,
+        sidecars: dict[str, Sidecar] | None = None,
+        reuse: Reuse | None = None,
+        learned: dict[str, LearnedFile] | None = None,
     ) -> None:
         self.roots = roots
         self.reuse = reuse  # consulted by the first scan only: later reads always go to the file
         self.max_bytes = max_bytes
         self.sidecars = dict(sidecars or {})  # label -> sidecar; a root without one is not enriched
+        self.learned_files = dict(learned or {})  # label -> learned file; a root without one learns nothing
+        self._learned: dict[str, dict[str, Learned]] = {root.label: {} for root in roots}
+        self._learned_errors: dict[str, SkippedFile] = {}  # their own: the sidecar folder's refusal may be in both
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}  # as read, unenriched
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
         self._enrichment: dict[str, dict[str, EnrichmentEntry]] = {root.label: {} for root in roots}
@@ -99,6 +108,7 @@ class StoreState:
                 return
         if not under:
             self.reload_enrichment(root)
+            self.reload_learned(root)
         entries = self._entries[root.label]
         prefix = f"{under}/" if under else ""
         stale = [rel for rel in entries if rel not in found and (not under or rel == under or rel.startswith(prefix))]
@@ -195,22 +205,62 @@ class StoreState:
             raw = entries.get(rel)
             if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, SkippedFile):
                 continue
-            ref = f"{label}/{rel}"
-            enriched = self._enriched(label, rel, raw)
-            holder = self._docs if ref in self._docs else self._held
-            if enriched.enrichment != holder[ref].enrichment:
-                holder[ref] = enriched
-                self._touched.add(ref)
+            self._reattach(label, rel, raw)
+
+    def _reattach(self, label: str, rel: str, raw: StoredDoc) -> None:
+        """Attach fresh enrichment and learned keys to a published or held doc; touched when they changed."""
+        ref = f"{label}/{rel}"
+        enriched = self._enriched(label, rel, raw)
+        holder = self._docs if ref in self._docs else self._held
+        old = holder[ref]
+        if enriched.enrichment != old.enrichment or enriched.learned != old.learned:
+            holder[ref] = enriched
+            self._touched.add(ref)
 
     def _enriched(self, label: str, rel: str, doc: StoredDoc) -> StoredDoc:
+        """``doc`` with the enrichment and learned keys the sidecars hold for it now."""
         entry = self._enrichment[label].get(rel)
         # none, or stale (written for other bytes): no enrichment
         fresh = entry.enrichment if entry is not None and entry.sha256 == doc.content_hash else None
+        learned = self._learned[label].get(rel)  # by path: what was learned survives edits
         if isinstance(doc, DeferredDoc):
-            return doc if doc.enrichment == fresh else doc.with_enrichment(fresh)
-        if fresh is None:
-            return doc if doc.enrichment is None else dataclasses.replace(doc, enrichment=None)
-        return dataclasses.replace(doc, enrichment=fresh)
+            same = doc.enrichment == fresh and doc.learned == learned
+            return doc if same else doc.with_attached(fresh, learned)
+        if doc.enrichment == fresh and doc.learned == learned:
+            return doc
+        return dataclasses.replace(doc, enrichment=fresh, learned=learned)
+
+    # --- learning ----------------------------------------------------------------
+
+    def learned_touched(self, root: Root, paths: set[str]) -> bool:
+        """Whether any of ``paths`` (absolute, as under the given root) is the root's learned file or a folder above it."""
+        learned = self.learned_files.get(root.label)
+        if learned is None:
+            return False
+        return any(p == learned.path or learned.path.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
+
+    def reload_learned(self, root: Root) -> None:
+        """Re-read the root's learned file; docs whose learned keys changed are re-published."""
+        learned_file = self.learned_files.get(root.label)
+        if learned_file is None:
+            return
+        label = root.label
+        refused = learned_file.refusal()
+        entries, problems = learned_file.read() if refused is None else ({}, [])
+        for ref in [ref for ref, err in self._learned_errors.items() if err.scope == label]:
+            del self._learned_errors[ref]
+        located = [(f"{LEARNED_PATH}:{line}" if line else LEARNED_PATH, reason) for line, reason in problems]
+        for where, reason in [refused] if refused is not None else located:
+            err = SkippedFile(label, where, reason)
+            self._learned_errors[err.ref] = err
+        new = {rel: entry.learned for rel, entry in entries.items()}
+        old, self._learned[label] = self._learned[label], new
+        raw_entries = self._entries[label]
+        for rel in old.keys() | new.keys():
+            raw = raw_entries.get(rel)
+            if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, SkippedFile):
+                continue
+            self._reattach(label, rel, raw)
 
     # --- snapshots ---------------------------------------------------------------
 
@@ -227,7 +277,9 @@ class StoreState:
             # Identity, not equality: an unchanged doc keeps its object, and a deep compare could cost anything.
             changed = frozenset(r for r in self._touched if r in self._docs and self._docs[r] is not _stored(prev, r))
             removed = frozenset(r for r in self._touched if r not in self._docs and r in prev.docs)
-        errors = tuple(sorted(self._errors.values(), key=lambda e: (e.scope, e.path)))
+        # The sidecar folder refused for both files is one error: the enrichment sidecar's.
+        all_errors = {**self._learned_errors, **self._errors}
+        errors = tuple(sorted(all_errors.values(), key=lambda e: (e.scope, e.path)))
         self._touched.clear()
         if prev is not None and not changed and not removed and errors == prev.errors:
             return None

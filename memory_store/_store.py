@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Mapping, Union
 from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
 from memory_store._files import MemoryRoot, checked_label, default_label, given_path
 from memory_store._scan import Reuse, Root, is_hidden
+from memory_store._learned import LearnedEntry, LearningUpdate
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
@@ -45,6 +46,7 @@ class MemoryStore:
         sidecars: Mapping[str, PathSpec] | None = None,
         read_enrichment: bool = True,
         reuse: Reuse | None = None,
+        learned: bool = True,
     ) -> None:
         self._roots = roots
         given = sidecars or {}
@@ -54,7 +56,8 @@ class MemoryStore:
         }
         # enrichment=False reads no sidecar; recording still goes to each root's own
         read = {label: files._sidecar for label, files in self._files.items()} if read_enrichment else {}
-        self._state = StoreState(roots, max_bytes, read, reuse)
+        learned_files = {label: files._learned for label, files in self._files.items()} if learned else {}
+        self._state = StoreState(roots, max_bytes, read, reuse, learned_files)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -73,6 +76,7 @@ class MemoryStore:
         allow_missing: bool = False,
         enrichment: EnrichmentSpec = True,
         reuse: Reuse | None = None,
+        learned: bool = True,
     ) -> "MemoryStore":
         """Scan ``roots`` into snapshot version 1 and, with ``watch``, keep it current.
 
@@ -92,6 +96,10 @@ class MemoryStore:
         scan is read: a doc it returns stands in for reading and parsing that file (a
         caller's cache of unchanged files). Fresh enrichment is attached to it as to any doc.
         A ``DeferredDoc`` it returns is built only when a reader first looks at it.
+
+        ``learned``: True attaches what each root's ``.recall-kit/learned.jsonl`` holds for a memory's
+        path to its doc (``MemoryDoc.learned``), watched like the sidecars; False attaches nothing
+        (``record_learning`` still writes the file).
         """
         resolved = _resolve_roots(roots)
         sidecars = _mapped_sidecars(resolved, enrichment)
@@ -107,6 +115,7 @@ class MemoryStore:
             sidecars=sidecars,
             read_enrichment=enrichment is not False,
             reuse=reuse,
+            learned=learned,
         )
         try:
             store._start(watch)
@@ -196,6 +205,56 @@ class MemoryStore:
         live = [ref[len(prefix) :] for ref in self._snapshot.docs.keys() if ref.startswith(prefix)]
         return files.record_enrichment(entries, live)
 
+    def record_learning(self, label: str, updates: Iterable[LearningUpdate]) -> Path:
+        """Merge ``updates`` into root ``label``'s learned file, dropping entries of memories not in the
+        current snapshot. A store that is not watching shows them in its next snapshot at once; a
+        watching one when its watcher reports the write. Returns the file's path."""
+        files = self.root(label)
+        prefix = label + "/"
+        live = [ref[len(prefix) :] for ref in self._snapshot.docs.keys() if ref.startswith(prefix)]
+        path = files.record_learning(updates, live)
+        self._reread_learned_unwatched(label)
+        return path
+
+    def clear_learning(self, label: str | None = None, paths: Iterable[str] | None = None) -> int:
+        """Forget what was learned for ``paths`` (relative to root ``label``; None: all) of root ``label``
+        (None: of every root); how many entries went."""
+        labels = [self.root(label).label] if label is not None else list(self._files)
+        wanted = None if paths is None else list(paths)
+        removed = 0
+        for name in labels:
+            removed += self._files[name].clear_learning(wanted)
+            self._reread_learned_unwatched(name)
+        return removed
+
+    def learned_entries(self, label: str) -> dict[str, LearnedEntry]:
+        """What root ``label``'s learned file holds now: relative path -> entry (its problems are the snapshot's errors)."""
+        return self.root(label).read_learning()[0]
+
+    def refresh_learned(self) -> Snapshot:
+        """Re-read every root's learned file now and publish what changed (a store that is not watching
+        picks up another process's learning this way); the current snapshot."""
+        self._reread_learned(list(self._files))
+        return self._snapshot
+
+    def _reread_learned_unwatched(self, label: str) -> None:
+        if not self.watching and not self._closed:
+            self._reread_learned([label])
+
+    def _reread_learned(self, labels: list[str]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for root in self._roots:
+                if root.label in labels:
+                    self._state.reload_learned(root)
+            snapshot = self._state.publish(self._snapshot.version + 1)
+            if snapshot is None:
+                return
+            self._swap(snapshot)
+            subscribers = list(self._subscribers)
+        self._notify(subscribers, snapshot)
+
     def _split(self, ref: str) -> tuple[MemoryRoot, str]:
         label, _, rel = ref.partition("/")
         files = self._files.get(label)
@@ -260,6 +319,8 @@ class MemoryStore:
                     continue
                 if self._state.sidecar_touched(root, touched):
                     self._state.reload_enrichment(root)
+                if self._state.learned_touched(root, touched):
+                    self._state.reload_learned(root)
                 rels = sorted(rel for p in batch.folders if (rel := root.rel(p)) and not is_hidden(rel))
                 kept: list[str] = []
                 for rel in rels:  # sorted, so a parent comes before its children
@@ -277,6 +338,10 @@ class MemoryStore:
                 return
             self._swap(snapshot)
             subscribers = list(self._subscribers)
+        self._notify(subscribers, snapshot)
+
+    @staticmethod
+    def _notify(subscribers: list[Subscriber], snapshot: Snapshot) -> None:
         for callback in subscribers:
             try:
                 callback(snapshot)

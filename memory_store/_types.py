@@ -23,6 +23,14 @@ class Enrichment:
 
 
 @dataclass(frozen=True, slots=True)
+class Learned:
+    """What the model's refined selections taught about one memory, read from the root's learned file, never the memory."""
+
+    keys: tuple[str, ...] = ()  # index terms, most used first
+    suppressors: tuple[frozenset[str], ...] = ()  # each a prompt's term set the model said no to
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryDoc:
     """One parsed memory file. Identified by ``ref`` = ``scope/path``."""
 
@@ -40,6 +48,7 @@ class MemoryDoc:
     content_hash: str  # sha256 hex of the raw bytes
     usage_scenarios: tuple[str, ...] = ()  # example requests, from the frontmatter
     enrichment: Enrichment | None = None  # the sidecar's entry for exactly these bytes, if any
+    learned: Learned | None = None  # the learned file's entry for this path (it survives edits), if any
 
     @property
     def ref(self) -> str:
@@ -55,19 +64,25 @@ class DeferredDoc(Generic[Source]):
     """A memory a caller can build without reading its file (from its own cache), built on first access.
 
     ``build(source)`` must return the doc parsed from exactly the bytes the store listed; the
-    store attaches fresh enrichment itself, so what ``build`` attaches is replaced. ``content_hash``
+    store attaches fresh enrichment and learned keys itself, so what ``build`` attaches is replaced. ``content_hash``
     lets the store match the sidecar without building the doc. When ``build`` raises, or returns a
     doc of another file or other bytes, the store reads the file again instead: a bad cache entry
     costs one read, never a broken recall.
     """
 
-    __slots__ = ("content_hash", "enrichment", "_build", "_source", "_doc", "_listing")
+    __slots__ = ("content_hash", "enrichment", "learned", "_build", "_source", "_doc", "_listing")
 
     def __init__(
-        self, content_hash: str, build: Callable[[Source], MemoryDoc], source: Source, enrichment: Enrichment | None = None
+        self,
+        content_hash: str,
+        build: Callable[[Source], MemoryDoc],
+        source: Source,
+        enrichment: Enrichment | None = None,
+        learned: Learned | None = None,
     ) -> None:
         self.content_hash = content_hash
         self.enrichment = enrichment
+        self.learned = learned
         self._build = build
         self._source = source
         self._doc: MemoryDoc | None = None
@@ -87,14 +102,18 @@ class DeferredDoc(Generic[Source]):
                 if doc is None:
                     doc = self._built()
                     enrichment = self.enrichment if doc.content_hash == self.content_hash else None
-                    if doc.enrichment != enrichment:
-                        doc = dataclasses.replace(doc, enrichment=enrichment)
+                    if doc.enrichment != enrichment or doc.learned != self.learned:
+                        doc = dataclasses.replace(doc, enrichment=enrichment, learned=self.learned)
                     self._doc = doc
         return doc
 
     def with_enrichment(self, enrichment: Enrichment | None) -> DeferredDoc[Source]:
         """The same doc, still deferred, with other enrichment."""
-        copy = DeferredDoc(self.content_hash, self._build, self._source, enrichment)
+        return self.with_attached(enrichment, self.learned)
+
+    def with_attached(self, enrichment: Enrichment | None, learned: Learned | None) -> DeferredDoc[Source]:
+        """The same doc, still deferred, with other enrichment and learned keys."""
+        copy = DeferredDoc(self.content_hash, self._build, self._source, enrichment, learned)
         copy._listing = self._listing
         return copy
 
@@ -217,3 +236,8 @@ class Snapshot:
         """ref -> enrichment of every enriched doc, without building deferred docs."""
         stored: Mapping[str, StoredDoc] = self.docs._stored if isinstance(self.docs, Docs) else self.docs
         return {ref: doc.enrichment for ref, doc in stored.items() if doc.enrichment is not None}
+
+    def learned(self) -> dict[str, Learned]:
+        """ref -> learned keys and suppressors of every doc that has some, without building deferred docs."""
+        stored: Mapping[str, StoredDoc] = self.docs._stored if isinstance(self.docs, Docs) else self.docs
+        return {ref: doc.learned for ref, doc in stored.items() if doc.learned is not None}

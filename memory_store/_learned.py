@@ -1,0 +1,288 @@
+"""What the model's refined selections taught, per memory: learned keys and suppressors, kept beside the memories.
+
+One JSON object a line: ``{"path": <POSIX path relative to the root>, "keys": [[term, count, seen], ...],
+"suppressors": [[[term, ...], count, seen], ...]}``; other keys are ignored. Keyed by path, not by
+content hash: what was learned for a memory survives its edits. Every line is untrusted: validated
+and cleaned on the way in and on the way out, and bounded (MAX_LEARNED_KEYS keys, MAX_SUPPRESSORS
+suppressors, MAX_LEARNED_TERMS terms a suppressor, MAX_LEARNED_TERM_CHARS characters a term).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memory_store._sidecar import _DROP_CATEGORIES, _INSPECT_FACTOR, SidecarProblem, _valid_path
+from memory_store._types import Learned
+
+LEARNED_PATH = ".recall-kit/learned.jsonl"  # relative to a root; hidden, so never scanned as a memory
+MAX_LEARNED_KEYS = 48  # per memory; the least used dropped first (lowest count, then oldest)
+MAX_SUPPRESSORS = 16  # per memory; the least used dropped first
+MAX_LEARNED_TERMS = 16  # terms in one update / one suppressor
+MAX_LEARNED_TERM_CHARS = 40
+MAX_LEARNED_BYTES = 32 * 1024 * 1024  # a full entry is under 16 KiB; a typical one under 1 KiB
+MAX_LEARNED_LINE_BYTES = 128 * 1024  # a full entry of non-ASCII terms, each escaped, is under 80 KiB
+MAX_COUNT = 1_000_000_000  # a count beyond this is capped: it orders terms, it is no tally to keep exact
+MAX_REPORTED_PROBLEMS = 20  # a file of 100,000 bad lines is one short report, not 100,000 errors
+RELEASE_OVERLAP = 0.5  # Jaccard overlap at which a release drops a suppressor
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedTerm:
+    """One learned key: the term, how often it was learned, and when last (unix seconds)."""
+
+    term: str
+    count: int
+    seen: float
+
+
+Suppressor = tuple[frozenset[str], int, float]  # (terms, count, seen)
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedEntry:
+    """One line of learned.jsonl: what was learned for the memory at ``path``."""
+
+    path: str  # the memory's POSIX path relative to its root
+    keys: tuple[LearnedTerm, ...] = ()
+    suppressors: tuple[Suppressor, ...] = ()
+
+    @property
+    def learned(self) -> Learned:
+        """The entry as the Learned a doc carries."""
+        return Learned(tuple(k.term for k in self.keys), tuple(s[0] for s in self.suppressors))
+
+
+@dataclass(frozen=True, slots=True)
+class LearningUpdate:
+    """What one refined selection teaches one memory."""
+
+    path: str
+    keys: tuple[str, ...] = ()  # add these terms (count += 1, seen = now)
+    suppress: frozenset[str] = frozenset()  # add (or count up) this suppressor
+    release: frozenset[str] = frozenset()  # drop suppressors overlapping these terms (Jaccard >= 0.5)
+
+
+# --- cleaning ------------------------------------------------------------------------------------
+
+
+def clean_term(value: object) -> str | None:
+    """``value`` as a learned term (case-folded, no whitespace, control or format characters, at most
+    MAX_LEARNED_TERM_CHARS), or None when it is not one. A bad term is dropped, never repaired:
+    a repaired term would be another word."""
+    if not isinstance(value, str) or not value or len(value) > MAX_LEARNED_TERM_CHARS * 2:
+        return None
+    term = value.casefold()
+    if len(term) > MAX_LEARNED_TERM_CHARS:
+        return None
+    for ch in term:
+        if ch.isspace() or unicodedata.category(ch) in _DROP_CATEGORIES:
+            return None
+    return term
+
+
+def clean_term_set(values: object) -> tuple[str, ...]:
+    """Untrusted terms as learned terms: bad ones dropped, duplicates once, at most MAX_LEARNED_TERMS,
+    the work bounded whatever the input's size."""
+    if isinstance(values, (set, frozenset)):
+        values = sorted(v for v in values if isinstance(v, str))[: MAX_LEARNED_TERMS * _INSPECT_FACTOR]
+    if not isinstance(values, (list, tuple)):
+        return ()
+    terms: dict[str, None] = {}
+    for value in values[: MAX_LEARNED_TERMS * _INSPECT_FACTOR]:
+        term = clean_term(value)
+        if term is not None:
+            terms[term] = None
+            if len(terms) >= MAX_LEARNED_TERMS:
+                break
+    return tuple(terms)
+
+
+def _count(value: object) -> int | None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return None
+    return min(value, MAX_COUNT)
+
+
+def _seen(value: object) -> float | None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _by_use(item: LearnedTerm | Suppressor) -> tuple[int, float]:
+    """Sort key, most used first: higher count, then more recent."""
+    if isinstance(item, LearnedTerm):
+        return (-item.count, -item.seen)
+    return (-item[1], -item[2])
+
+
+def bounded(entry: LearnedEntry) -> LearnedEntry:
+    """The entry with its keys and suppressors each ordered most used first and cut to their limits."""
+    keys = sorted(entry.keys, key=lambda k: (*_by_use(k), k.term))[:MAX_LEARNED_KEYS]
+    sups = sorted(entry.suppressors, key=lambda s: (*_by_use(s), sorted(s[0])))[:MAX_SUPPRESSORS]
+    return LearnedEntry(entry.path, tuple(keys), tuple(sups))
+
+
+# --- merging -------------------------------------------------------------------------------------
+
+
+def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float) -> LearnedEntry | None:
+    """``entry`` after ``update`` (terms cleaned, limits kept); None when nothing is left to keep.
+
+    Raises ValueError with a one-line reason when the update's path is invalid.
+    """
+    path = _valid_path(update.path)
+    keys = {k.term: k for k in entry.keys} if entry is not None else {}
+    sups = {s[0]: s for s in entry.suppressors} if entry is not None else {}
+    release = frozenset(clean_term_set(update.release))
+    if release:
+        sups = {terms: s for terms, s in sups.items() if _jaccard(terms, release) < RELEASE_OVERLAP}
+    for term in clean_term_set(update.keys):
+        old = keys.get(term)
+        keys[term] = LearnedTerm(term, min((old.count if old else 0) + 1, MAX_COUNT), now)
+    suppress = frozenset(clean_term_set(update.suppress))
+    if suppress:
+        old_s = sups.get(suppress)
+        sups[suppress] = (suppress, min((old_s[1] if old_s else 0) + 1, MAX_COUNT), now)
+    if not keys and not sups:
+        return None
+    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def merge_updates(
+    entries: dict[str, LearnedEntry], updates: Iterable[LearningUpdate], now: float | None = None
+) -> set[str]:
+    """Apply ``updates`` to ``entries`` in place; the paths whose entry changed (or went).
+
+    Raises ValueError naming the path when an update is not one or its path is invalid; nothing is
+    applied then.
+    """
+    when = time.time() if now is None else now
+    merged: dict[str, LearnedEntry | None] = {}
+    for update in updates:
+        if not isinstance(update, LearningUpdate):
+            raise ValueError(f"expected a LearningUpdate, got {type(update).__name__}")
+        try:
+            base = merged[update.path] if update.path in merged else entries.get(update.path)
+            merged[update.path] = merge_update(base, update, when)
+        except ValueError as exc:
+            raise ValueError(f"invalid learning update for {str(update.path)[:200]!r}: {exc}") from None
+    changed: set[str] = set()
+    for path, entry in merged.items():
+        if entry is None:
+            if entries.pop(path, None) is not None:
+                changed.add(path)
+        elif entries.get(path) != entry:
+            entries[path] = entry
+            changed.add(path)
+    return changed
+
+
+# --- the file ------------------------------------------------------------------------------------
+
+
+def entry_line(entry: LearnedEntry) -> str:
+    """The entry as one line of the file, newline included."""
+    obj = {
+        "path": entry.path,
+        "keys": [[k.term, k.count, round(k.seen, 3)] for k in entry.keys],
+        "suppressors": [[sorted(terms), count, round(seen, 3)] for terms, count, seen in entry.suppressors],
+    }
+    return json.dumps(obj, separators=(",", ":")) + "\n"  # ASCII escapes: any path round-trips
+
+
+def parse_learned(data: bytes) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
+    """Parse the file's bytes: (relative path -> entry, problems, the first MAX_REPORTED_PROBLEMS and a
+    count of the rest). A bad line never hides the good ones."""
+    entries: dict[str, LearnedEntry] = {}
+    problems: list[SidecarProblem] = []
+    more = 0
+    first_unlisted = 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        reason = None
+        entry: LearnedEntry | None = None
+        if len(line) > MAX_LEARNED_LINE_BYTES:
+            reason = f"line is {len(line)} bytes, over the {MAX_LEARNED_LINE_BYTES}-byte limit"
+        else:
+            try:
+                entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
+            except UnicodeDecodeError as exc:
+                reason = f"invalid UTF-8 at byte {exc.start} of the line"
+            except ValueError as exc:
+                reason = "not valid JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            except Exception as exc:  # RecursionError on deep nesting, and the like: still one bad line
+                reason = f"not valid JSON ({type(exc).__name__})"
+        if reason is None:
+            if entry is not None:
+                entries[entry.path] = entry  # a later line for the same path wins
+        elif len(problems) < MAX_REPORTED_PROBLEMS:
+            problems.append((number, reason))
+        else:
+            more += 1
+            first_unlisted = first_unlisted or number
+    if more:
+        problems.append((first_unlisted, f"and {more} more bad lines from here on, not listed"))
+    return entries, problems
+
+
+def _entry(obj: Any) -> LearnedEntry | None:
+    """A line's entry, cleaned; None when nothing in it is kept; ValueError when it is not an entry."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    path = _valid_path(obj.get("path"))
+    raw_keys, raw_sups = obj.get("keys", []), obj.get("suppressors", [])
+    if not isinstance(raw_keys, list):
+        raise ValueError("'keys' must be a list of [term, count, seen]")
+    if not isinstance(raw_sups, list):
+        raise ValueError("'suppressors' must be a list of [[terms], count, seen]")
+    keys: dict[str, LearnedTerm] = {}
+    for item in raw_keys[: MAX_LEARNED_KEYS * _INSPECT_FACTOR]:
+        if isinstance(item, list) and len(item) == 3:
+            term, count, seen = clean_term(item[0]), _count(item[1]), _seen(item[2])
+            if term is not None and count is not None and seen is not None:
+                old = keys.get(term)
+                if old is None or (count, seen) > (old.count, old.seen):
+                    keys[term] = LearnedTerm(term, count, seen)
+    sups: dict[frozenset[str], Suppressor] = {}
+    for item in raw_sups[: MAX_SUPPRESSORS * _INSPECT_FACTOR]:
+        if isinstance(item, list) and len(item) == 3:
+            terms, count, seen = frozenset(clean_term_set(item[0])), _count(item[1]), _seen(item[2])
+            if terms and count is not None and seen is not None:
+                old_s = sups.get(terms)
+                if old_s is None or (count, seen) > old_s[1:]:
+                    sups[terms] = (terms, count, seen)
+    if not keys and not sups:
+        return None
+    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
+
+
+def fit_bytes(lines: dict[str, str], limit: int = MAX_LEARNED_BYTES) -> dict[str, str]:
+    """``lines`` (path -> line), the least recently learned entries dropped until the file fits ``limit``."""
+    total = sum(len(line) for line in lines.values())
+    if total <= limit:
+        return lines
+    by_age = sorted(lines, key=lambda path: _last_seen(lines[path]))
+    kept = dict(lines)
+    for path in by_age:
+        if total <= limit:
+            break
+        total -= len(kept.pop(path))
+    return kept
+
+
+def _last_seen(line: str) -> float:
+    obj = json.loads(line)
+    return max([k[2] for k in obj["keys"]] + [s[2] for s in obj["suppressors"]], default=0.0)
