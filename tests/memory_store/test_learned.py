@@ -8,7 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 from hypothesis import given, settings
@@ -30,6 +30,7 @@ from memory_store import (
     MemoryRoot,
     MemoryStore,
     MemoryStoreError,
+    Snapshot,
     clean_term,
     decode_doc,
     encode_doc,
@@ -39,12 +40,12 @@ from memory_store._learned import merge_updates
 Open = Callable[..., MemoryStore]
 
 
-def scan(*roots: object, **options: object):
+def scan(*roots: object, **options: object) -> Snapshot:
     with MemoryStore.open(*roots, watch=False, **options) as store:  # type: ignore[arg-type]
         return store.snapshot()
 
 
-def lines(root: Path) -> list[dict[str, object]]:
+def lines(root: Path) -> list[Any]:
     return [json.loads(line) for line in (root / LEARNED_PATH).read_text().splitlines()]
 
 
@@ -174,9 +175,9 @@ def test_the_file_is_one_object_a_line_mode_0600_and_never_holds_more_than_terms
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     (obj,) = lines(tmp_path)
     assert set(obj) == {"path", "keys", "suppressors"} and obj["path"] == "a.md"
-    ((term, count, seen),) = obj["keys"]  # type: ignore[misc]
+    ((term, count, seen),) = obj["keys"]
     assert (term, count) == ("staging", 1) and isinstance(seen, float)
-    assert [s[:2] for s in obj["suppressors"]] == [[["a", "b"], 1]]  # type: ignore[union-attr]
+    assert [s[:2] for s in obj["suppressors"]] == [[["a", "b"], 1]]
 
 
 def test_bad_lines_are_reported_by_number_and_bad_items_dropped(tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_a_rewrite_drops_bad_lines_and_keeps_good_ones(tmp_path: Path) -> None:
     good = json.dumps({"path": "a.md", "keys": [["ok", 1, 1.0]]})
     write(tmp_path / LEARNED_PATH, "{broken\n" + good + "\n")
     MemoryRoot(tmp_path).record_learning([LearningUpdate("b.md", keys=("new",))])
-    assert sorted(o["path"] for o in lines(tmp_path)) == ["a.md", "b.md"]  # type: ignore[type-var]
+    assert sorted(o["path"] for o in lines(tmp_path)) == ["a.md", "b.md"]
     assert MemoryRoot(tmp_path).read_learning()[1] == []
 
 
