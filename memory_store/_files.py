@@ -25,7 +25,7 @@ from memory_store._learned import (
     LearnedEntry,
     LearningUpdate,
     entry_line,
-    fit_bytes,
+    oldest_first,
     merge_updates,
     parse_learned,
 )
@@ -135,6 +135,18 @@ class Sidecar:
 
 
 FileIdentity = tuple[int, int, int, int, int]  # (device, inode, size, mtime ns, ctime ns)
+_NO_FILE: FileIdentity = (0, 0, 0, 0, 0)
+
+
+@dataclass
+class _LearnedParse:
+    """One version of the learned file as parsed: its entries, each one's line, their total size, its problems."""
+
+    identity: FileIdentity
+    entries: dict[str, LearnedEntry]
+    lines: dict[str, bytes]
+    size: int
+    problems: list[SidecarProblem]
 
 
 class LearnedFile:
@@ -145,7 +157,7 @@ class LearnedFile:
     def __init__(self, root: Root) -> None:
         self._root = root
         self._guard = threading.Lock()  # the kept parse; processes are kept apart by the file's flock
-        self._kept: tuple[FileIdentity, dict[str, LearnedEntry], dict[str, str], list[SidecarProblem]] | None = None
+        self._kept: _LearnedParse | None = None
 
     @property
     def path(self) -> str:
@@ -157,7 +169,8 @@ class LearnedFile:
         return own_file_refusal(self._root, LEARNED_PATH, "learned file", "what was learned", writing=writing)
 
     def read(self) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
-        """The entries (relative path -> entry) and problems; a missing file is empty."""
+        """The entries (relative path -> entry; an unchanged entry stays the same object) and problems;
+        a missing file is empty."""
         try:
             fd = _open_own_sidecar(self._root, LEARNED_PATH)
         except OSError as exc:
@@ -169,17 +182,16 @@ class LearnedFile:
         if fd is None:
             return {}, []
         try:
-            entries, _lines, problems = self._parsed(fd)
+            return self._shared(fd)
         except OSError as exc:
             return {}, [(0, f"unreadable: {exc.strerror}")]
         finally:
             os.close(fd)
-        return entries, problems
 
     def update(self, updates: Iterable[LearningUpdate], live_paths: Iterable[str] | None) -> Path:
         """Merge ``updates`` (dropping memories not in ``live_paths``), locked, atomically, mode 0600."""
         given = list(updates)
-        live = None if live_paths is None else set(live_paths)
+        live = live_paths if live_paths is None or isinstance(live_paths, (set, frozenset)) else set(live_paths)
 
         def change(entries: dict[str, LearnedEntry]) -> set[str]:
             try:
@@ -187,7 +199,7 @@ class LearnedFile:
             except ValueError as exc:
                 raise MemoryStoreError(str(exc)) from None
             if live is not None:
-                gone = [path for path in entries if path not in live]
+                gone = entries.keys() - live
                 for path in gone:
                     del entries[path]
                 changed.update(gone)
@@ -220,52 +232,79 @@ class LearnedFile:
         with _root_fd(self._root) as root_fd, _folder(root_fd, [folder], where, create=create) as folder_fd:
             with file_lock(name + ".lock", dir_fd=folder_fd):
                 fd = open_current(folder_fd, name, follow=False, where=where)
-                entries: dict[str, LearnedEntry] = {}
-                lines: dict[str, str] = {}
+                parse = _LearnedParse(_NO_FILE, {}, {}, 0, [])
                 if fd is not None:
                     try:
                         if not stat.S_ISREG(os.fstat(fd).st_mode):
                             raise MemoryPathError(f"refused {where}: it is not a regular file")
-                        entries, lines, _problems = self._parsed(fd)  # bad lines are not carried over
+                        parse = self._taken(fd)  # bad lines are not carried over
                     except OSError:
                         pass  # unreadable: its entries are lost to every reader already
                     finally:
                         os.close(fd)
                 elif not create and _kind_at(folder_fd, name) == "missing":
                     return
-                changed = change(entries)
-                if not changed:
-                    return
-                for path in changed:
-                    if path in entries:
-                        lines[path] = entry_line(entries[path])
-                    else:
-                        lines.pop(path, None)
-                lines = fit_bytes(lines)
-                entries = {path: entries[path] for path in lines}
                 try:
-                    write_in_folder(folder_fd, name, "".join(lines.values()).encode("utf-8"), replace=True,
-                                    mode=PRIVATE_FILE_MODE)
-                    written = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-                except OSError as exc:
-                    raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
-                with self._guard:
-                    self._kept = (_identity(written), entries, lines, [])
+                    self._write_changed(folder_fd, name, where, parse, change(parse.entries))
+                finally:
+                    if parse.identity != _NO_FILE:  # unchanged, or written: the parse is the file's again
+                        with self._guard:
+                            self._kept = parse
 
-    def _parsed(self, fd: int) -> tuple[dict[str, LearnedEntry], dict[str, str], list[SidecarProblem]]:
-        """Copies of the entries, their lines and the problems of the file open at ``fd``, parsed once a version."""
+    def _write_changed(
+        self, folder_fd: int, name: str, where: str, parse: _LearnedParse, changed: set[str]
+    ) -> None:
+        """Re-encode the entries at ``changed``, keep the file within MAX_LEARNED_BYTES, write it atomically."""
+        if not changed:
+            return
+        entries, lines = parse.entries, parse.lines
+        parse.identity = _NO_FILE  # changed in place: no file is this parse until it is written
+        for path in changed:
+            parse.size -= len(lines.pop(path, b""))
+            if path in entries:
+                line = entry_line(entries[path]).encode("ascii")
+                lines[path] = line
+                parse.size += len(line)
+        if parse.size > MAX_LEARNED_BYTES:
+            for path in oldest_first(entries.values()):
+                if parse.size <= MAX_LEARNED_BYTES:
+                    break
+                parse.size -= len(lines.pop(path))
+                del entries[path]
+        try:
+            write_in_folder(folder_fd, name, b"".join(lines.values()), replace=True, mode=PRIVATE_FILE_MODE)
+            written = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
+        parse.identity, parse.problems = _identity(written), []
+
+    def _shared(self, fd: int) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
+        """Copies of the entries and problems of the file open at ``fd``, parsed once a version."""
         identity = _identity(os.fstat(fd))
         with self._guard:
             kept = self._kept
-        if kept is None or kept[0] != identity:
-            data = read_bounded_fd(fd, MAX_LEARNED_BYTES)
-            if isinstance(data, tuple):
-                return {}, {}, [data]
-            entries, problems = parse_learned(data)
-            kept = (identity, entries, {path: entry_line(entry) for path, entry in entries.items()}, problems)
-            with self._guard:
-                self._kept = kept
-        return dict(kept[1]), dict(kept[2]), list(kept[3])
+            if kept is not None and kept.identity == identity:
+                return dict(kept.entries), list(kept.problems)  # copied here: a writer may take it next
+        parse = self._parse(fd, identity)
+        with self._guard:
+            self._kept = parse
+            return dict(parse.entries), list(parse.problems)
+
+    def _taken(self, fd: int) -> _LearnedParse:
+        """The parse of the file open at ``fd``, the caller's to change: the kept one is let go."""
+        identity = _identity(os.fstat(fd))
+        with self._guard:
+            kept, self._kept = self._kept, None
+        return kept if kept is not None and kept.identity == identity else self._parse(fd, identity)
+
+    @staticmethod
+    def _parse(fd: int, identity: FileIdentity) -> _LearnedParse:
+        data = read_bounded_fd(fd, MAX_LEARNED_BYTES)
+        if isinstance(data, tuple):
+            return _LearnedParse(identity, {}, {}, 0, [data])
+        entries, problems = parse_learned(data)
+        lines = {path: entry_line(entry).encode("ascii") for path, entry in entries.items()}
+        return _LearnedParse(identity, entries, lines, sum(map(len, lines.values())), problems)
 
 
 def _identity(info: os.stat_result) -> FileIdentity:

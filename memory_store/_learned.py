@@ -196,8 +196,8 @@ def entry_line(entry: LearnedEntry) -> str:
     """The entry as one line of the file, newline included."""
     obj = {
         "path": entry.path,
-        "keys": [[k.term, k.count, round(k.seen, 3)] for k in entry.keys],
-        "suppressors": [[sorted(terms), count, round(seen, 3)] for terms, count, seen in entry.suppressors],
+        "keys": [[k.term, k.count, round(k.seen)] for k in entry.keys],
+        "suppressors": [[sorted(terms), count, round(seen)] for terms, count, seen in entry.suppressors],
     }
     return json.dumps(obj, separators=(",", ":")) + "\n"  # ASCII escapes: any path round-trips
 
@@ -269,20 +269,9 @@ def _entry(obj: Any) -> LearnedEntry | None:
     return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
 
 
-def fit_bytes(lines: dict[str, str], limit: int = MAX_LEARNED_BYTES) -> dict[str, str]:
-    """``lines`` (path -> line), the least recently learned entries dropped until the file fits ``limit``."""
-    total = sum(len(line) for line in lines.values())
-    if total <= limit:
-        return lines
-    by_age = sorted(lines, key=lambda path: _last_seen(lines[path]))
-    kept = dict(lines)
-    for path in by_age:
-        if total <= limit:
-            break
-        total -= len(kept.pop(path))
-    return kept
+def oldest_first(entries: Iterable[LearnedEntry]) -> list[str]:
+    """The entries' paths, the least recently learned first: what goes when the file is over its size limit."""
+    def last_seen(entry: LearnedEntry) -> float:
+        return max([k.seen for k in entry.keys] + [s[2] for s in entry.suppressors], default=0.0)
 
-
-def _last_seen(line: str) -> float:
-    obj = json.loads(line)
-    return max([k[2] for k in obj["keys"]] + [s[2] for s in obj["suppressors"]], default=0.0)
+    return [entry.path for entry in sorted(entries, key=last_seen)]

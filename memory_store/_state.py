@@ -17,7 +17,7 @@ import os
 import stat
 
 from memory_store._files import LearnedFile, Sidecar
-from memory_store._learned import LEARNED_PATH
+from memory_store._learned import LEARNED_PATH, LearnedEntry
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._scan import (
     Candidate,
@@ -57,6 +57,7 @@ class StoreState:
         self.sidecars = dict(sidecars or {})  # label -> sidecar; a root without one is not enriched
         self.learned_files = dict(learned or {})  # label -> learned file; a root without one learns nothing
         self._learned: dict[str, dict[str, Learned]] = {root.label: {} for root in roots}
+        self._learned_entries: dict[str, dict[str, LearnedEntry]] = {root.label: {} for root in roots}
         self._learned_errors: dict[str, SkippedFile] = {}  # their own: the sidecar folder's refusal may be in both
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}  # as read, unenriched
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
@@ -253,14 +254,24 @@ class StoreState:
         for where, reason in [refused] if refused is not None else located:
             err = SkippedFile(label, where, reason)
             self._learned_errors[err.ref] = err
-        new = {rel: entry.learned for rel, entry in entries.items()}
-        old, self._learned[label] = self._learned[label], new
+        # An entry the file did not change is the same object as last time: only the others are looked at.
+        old_entries, self._learned_entries[label] = self._learned_entries[label], entries
+        learned = self._learned[label]
+        changed = [rel for rel, entry in entries.items() if old_entries.get(rel) is not entry]
+        changed += old_entries.keys() - entries.keys()
         raw_entries = self._entries[label]
-        for rel in old.keys() | new.keys():
-            raw = raw_entries.get(rel)
-            if old.get(rel) == new.get(rel) or raw is None or isinstance(raw, SkippedFile):
+        for rel in changed:
+            entry = entries.get(rel)
+            value = entry.learned if entry is not None else None
+            if learned.get(rel) == value:
                 continue
-            self._reattach(label, rel, raw)
+            if value is None:
+                del learned[rel]
+            else:
+                learned[rel] = value
+            raw = raw_entries.get(rel)
+            if raw is not None and not isinstance(raw, SkippedFile):
+                self._reattach(label, rel, raw)
 
     # --- snapshots ---------------------------------------------------------------
 

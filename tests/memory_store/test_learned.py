@@ -162,6 +162,8 @@ def test_an_invalid_path_raises_and_the_file_stays(tmp_path: Path) -> None:
         with pytest.raises(MemoryStoreError, match="invalid learning update"):
             files.record_learning([LearningUpdate("b.md", keys=("x",)), LearningUpdate(bad, keys=("x",))])
     assert (tmp_path / LEARNED_PATH).read_bytes() == before
+    files.record_learning([LearningUpdate("b.md", keys=("next",))])  # the failed call left the kept parse whole
+    assert sorted(files.read_learning()[0]) == ["a.md", "b.md"]
 
 
 # --- the file ------------------------------------------------------------------------------------
@@ -176,7 +178,7 @@ def test_the_file_is_one_object_a_line_mode_0600_and_never_holds_more_than_terms
     (obj,) = lines(tmp_path)
     assert set(obj) == {"path", "keys", "suppressors"} and obj["path"] == "a.md"
     ((term, count, seen),) = obj["keys"]
-    assert (term, count) == ("staging", 1) and isinstance(seen, float)
+    assert (term, count) == ("staging", 1) and isinstance(seen, int)  # whole seconds: enough to order by
     assert [s[:2] for s in obj["suppressors"]] == [[["a", "b"], 1]]
 
 
@@ -366,3 +368,17 @@ def test_the_index_cache_codec_never_keeps_learned_keys(root: Path) -> None:
     doc = scan(root).docs["mem/a.md"]
     assert doc.learned is not None
     assert decode_doc(encode_doc(doc)).learned is None
+
+
+def test_a_watched_store_prunes_by_the_memories_it_shows_now(root: Path, open_store: Open) -> None:
+    write(root / "a.md", memory())
+    store = open_store(root)
+    store.record_learning("mem", [LearningUpdate("a.md", keys=("first",))])
+    write(root / "new.md", memory())
+    wait_until(store, lambda s: "mem/new.md" in s.docs)
+    store.record_learning("mem", [LearningUpdate("new.md", keys=("later",))])
+    assert sorted(store.learned_entries("mem")) == ["a.md", "new.md"]
+    (root / "a.md").unlink()
+    wait_until(store, lambda s: "mem/a.md" not in s.docs)
+    store.record_learning("mem", [])
+    assert sorted(store.learned_entries("mem")) == ["new.md"]
