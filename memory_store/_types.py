@@ -26,7 +26,7 @@ class Enrichment:
 class Learned:
     """What the model's refined selections taught about one memory, read from the root's learned file, never the memory."""
 
-    keys: tuple[str, ...] = ()  # index terms, most used first
+    keys: tuple[str, ...] = ()  # the prompts' words (as the fast stage reads them), most used first
     suppressors: tuple[frozenset[str], ...] = ()  # each a prompt's term set the model said no to
 
 

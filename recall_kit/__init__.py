@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     from recall_kit._cache_file import default_cache_dir as default_cache_dir
     from recall_kit._cache_file import list_cache_files as list_cache_files
     from recall_kit._config import SelectorConfig as SelectorConfig
+    from recall_kit._config import LEARN_ENV as LEARN_ENV
+    from recall_kit._config import learning_setting as learning_setting
     from recall_kit._config import load_selector_config as load_selector_config
+    from recall_kit._learn import Learner as Learner
+    from recall_kit._learn import learnable_words as learnable_words
     from recall_kit._config_files import CONFIG_FILE_NAME as CONFIG_FILE_NAME
     from recall_kit._config_files import USER_CONFIG_ENV as USER_CONFIG_ENV
     from recall_kit._config_files import ConfigFile as ConfigFile
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
     from recall_kit._telemetry import CallbackSink as CallbackSink
     from recall_kit._telemetry import DeliveryEvent as DeliveryEvent
     from recall_kit._telemetry import EnrichEvent as EnrichEvent
+    from recall_kit._telemetry import LearnEvent as LearnEvent
     from recall_kit._telemetry import Event as Event
     from recall_kit._telemetry import JsonLinesSink as JsonLinesSink
     from recall_kit._telemetry import LoggingSink as LoggingSink
@@ -128,6 +133,10 @@ _EXPORTS: dict[str, str] = {
     "MAX_MODEL_DOCS": "recall_kit.limits",
     "SelectorConfig": "recall_kit._config",
     "load_selector_config": "recall_kit._config",
+    "learning_setting": "recall_kit._config",
+    "LEARN_ENV": "recall_kit._config",
+    "Learner": "recall_kit._learn",
+    "learnable_words": "recall_kit._learn",
     "read_config_toml": "recall_kit._config_files",
     "CONFIG_FILE_NAME": "recall_kit._config_files",
     "ConfigFile": "recall_kit._config_files",
@@ -161,6 +170,7 @@ _EXPORTS: dict[str, str] = {
     "RecallEvent": "recall_kit._telemetry",
     "DeliveryEvent": "recall_kit._telemetry",
     "EnrichEvent": "recall_kit._telemetry",
+    "LearnEvent": "recall_kit._telemetry",
 }
 __all__ = sorted(_EXPORTS)
 

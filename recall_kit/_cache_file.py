@@ -43,6 +43,7 @@ import platformdirs
 
 from memory_store import (
     Enrichment,
+    Learned,
     MemoryDoc,
     Snapshot,
     UnsafePathError,
@@ -56,7 +57,7 @@ from recall_kit._index import FieldIndex
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
-FORMAT_VERSION = 6  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 7  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 # CRC-32s of the table and of the sections after it (they catch damage like sha256 would, in 15 ms
@@ -65,10 +66,10 @@ _SIZES_LINE = "{table_crc:08x} {crc:08x} {table:016x}\n"
 _SIZES_LEN = 8 + 1 + 8 + 1 + 16 + 1
 _ALIGN = 8  # raw sections start on 8 bytes, so int64 arrays are views, not copies
 
-# A cached file in the table: (size, mtime_ns, inode, device, ref, content_hash, enrichment key,
+# A cached file in the table: (size, mtime_ns, inode, device, ref, content_hash, sidecars key,
 # (offset, length) of its blob). The first four are the file's identity: a doc is reused only when all hold.
 Entry = tuple[int, int, int, int, str, str, Any, tuple[int, int]]
-IDENTITY, REF, CONTENT_HASH, ENRICHMENT, BLOB = slice(0, 4), 4, 5, 6, 7  # where each part of an Entry is
+IDENTITY, REF, CONTENT_HASH, SIDECARS, BLOB = slice(0, 4), 4, 5, 6, 7  # where each part of an Entry is
 # A doc handed to the store from the cache: its abspath, table entry and blob.
 Kept = tuple[str, Entry, memoryview]
 
@@ -398,7 +399,7 @@ def doc_entry(doc: MemoryDoc) -> Kept | None:
         return None  # a symlinked memory, or changed since it was read: let the next run read it again
     entry = (
         info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev, doc.ref, doc.content_hash,
-        enrichment_key(doc.enrichment), (0, 0),
+        sidecars_key(doc.enrichment, doc.learned), (0, 0),
     )
     return abspath, entry, memoryview(blob)
 
@@ -427,8 +428,9 @@ class DocBuilder:
             raise
 
 
-def enrichment_key(enrichment: Enrichment | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The sidecar terms a doc was indexed with, as plain values marshal can keep."""
-    if enrichment is None:
-        return None
-    return (tuple(enrichment.keywords), tuple(enrichment.usage_scenarios))
+def sidecars_key(enrichment: Enrichment | None, learned: Learned | None) -> Any:
+    """What the sidecars gave a doc's index fields (enrichment terms, learned words), as plain values marshal keeps."""
+    return (
+        None if enrichment is None else (tuple(enrichment.keywords), tuple(enrichment.usage_scenarios)),
+        None if learned is None else tuple(learned.keys),
+    )

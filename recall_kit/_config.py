@@ -238,3 +238,33 @@ def load_selector_config(
         refusal=refusal,
         problems=problems,
     )
+
+
+LEARN_ENV = "RECALL_KIT_LEARN"
+
+
+def learning_setting(
+    *, config_path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[bool, str]:
+    """Whether learning is on, and where that came from: ``RECALL_KIT_LEARN`` (1/true/yes or
+    0/false/no), else ``learn = true|false`` at the top of the user's own recall-kit.toml, else of the
+    project's; off by default. ConfigError in one line for a value that is not a boolean."""
+    env = os.environ if environ is None else environ
+    value = env.get(LEARN_ENV)
+    if value is not None and value.strip():
+        word = value.strip().lower()
+        if word in ("1", "true", "yes", "on"):
+            return True, f"environment variable {LEARN_ENV}"
+        if word in ("0", "false", "no", "off"):
+            return False, f"environment variable {LEARN_ENV}"
+        raise ConfigError(f"environment variable {LEARN_ENV}: {value[:40]!r} is not 1 or 0 (true or false)")
+    project_path = Path(config_path) if config_path is not None else Path.cwd() / CONFIG_FILE_NAME
+    files = [read_user_file(user_config_path(env))]
+    if config_path is not None or project_path.is_file():
+        files.append(read_project_file(project_path))
+    for file in files:
+        if file is not None and "learn" in file.data:
+            if not isinstance(file.data["learn"], bool):
+                raise ConfigError(f"{file.path}: learn must be true or false")
+            return file.data["learn"], str(file.path)
+    return False, "default"

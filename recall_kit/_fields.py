@@ -15,15 +15,22 @@ from recall_kit._tokenize import analyze_terms
 # Field order in the index (the body last); the head fields say what a memory is "about".
 # The frontmatter's keywords and usage_scenarios (the author's) are kept apart from the enrichment
 # sidecar's (a model's), so the gate can weigh a match in enrichment alone below one the author wrote.
+# Learned words (the user's own words for a memory, kept from the model's choices) are a field of
+# their own, last, so that a store that learned nothing indexes exactly as before.
 FIELDS = (
-    "name", "description", "keywords", "usage_scenarios", "enriched_keywords", "enriched_scenarios", "body"
+    "name", "description", "keywords", "usage_scenarios", "enriched_keywords", "enriched_scenarios", "body",
+    "learned",
 )
-HEAD_FIELDS = frozenset({0, 1, 2, 3, 4, 5})
+HEAD_FIELDS = frozenset({0, 1, 2, 3, 4, 5, 7})
 CORE_FIELDS = frozenset({0, 1, 2, 3})  # written by the memory's author
+ENRICHED_FIELDS = frozenset({4, 5})  # written by a model at write time
 BODY_FIELD = 6
+LEARNED_FIELD = 7
 # Ungated top-1 on agent-memories / locomo-dev: 0.898 / 0.623 with these, 0.873 / 0.639 with
 # all weights 1, 0.885 / 0.602 with 4-4-4-1 (bench/bench_heuristic.py, 2026-11-29).
-FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0)
+# The learned field's weight: chosen by `recall-kit bench replay` (see LEARNED_WEIGHT's comment).
+LEARNED_WEIGHT = 2.0
+FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, LEARNED_WEIGHT)
 
 
 def build_index(docs: Mapping[str, MemoryDoc], field_weights: Sequence[float] = FIELD_WEIGHTS) -> FieldIndex:
@@ -37,9 +44,10 @@ def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
     """The document's text per field, in FIELDS order."""
     enrichment = doc.enrichment
     enriched = (enrichment.keywords, enrichment.usage_scenarios) if enrichment is not None else ((), ())
+    learned = doc.learned.keys if doc.learned is not None else ()
     return (
         doc.name, doc.description, "\n".join(doc.keywords), "\n".join(doc.usage_scenarios),
-        "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body,
+        "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body, "\n".join(learned),
     )
 
 

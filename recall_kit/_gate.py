@@ -34,6 +34,14 @@ TIE_MIN_HEAD_TERMS = 0.0  # ... the first needs this many head words
 CJK_UNKNOWN_WEIGHT = 0.0  # unknown CJK bigrams are mostly pairs across a word boundary
 SECOND_SCORE_RATIO = 0.7  # the second document when it scores at least 0.7 of the first ...
 SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
+# Learned words (recall_kit._learn): a head word matched only in them counts LEARNED_HEAD_CREDIT.
+# A document the model left out for a prompt is held for the same prompt or a near repeat: when the
+# prompt's words overlap one of its suppressors by SUPPRESS_OVERLAP (Jaccard). When that is the best
+# document, the prompt stays silent unless a document the model chose for such words (LEARNED_MATCH of
+# the prompt's words among its learned ones) stands behind it. Chosen by `recall-kit bench replay`.
+LEARNED_HEAD_CREDIT = 1.0
+SUPPRESS_OVERLAP = 0.6
+LEARNED_MATCH = 0.5
 # A document matched in its body only passes when a phrase of the query stands in it word for
 # word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
 MIN_PHRASE_TERMS = 2
@@ -61,6 +69,7 @@ class SlotMatch:
     in_phrase: bool = False  # matched in the body next to the query word it stands next to
     in_core: bool = False  # matched in a field the memory's author wrote (not the enrichment sidecar)
     words: float = 1.0  # how many query words it stands for (less for overlapping CJK bigrams)
+    learned_only: bool = False  # matched in the head only through the memory's learned words
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +93,11 @@ class Evidence:
         """Non-generic query words matched (a CJK run's bigrams count as the words they can hold)."""
         return sum(slot.words for slot in self.slots if slot.credit and not slot.generic)
 
-    def head_terms(self, enrichment_credit: float = 1.0) -> float:
-        """Non-generic query words matched in a head field; one matched only in enrichment counts less."""
+    def head_terms(self, enrichment_credit: float = 1.0, learned_credit: float = 1.0) -> float:
+        """Non-generic query words matched in a head field; one matched only in enrichment (or only in
+        learned words) counts ``enrichment_credit`` (``learned_credit``)."""
         return sum(
-            slot.words * (1.0 if slot.in_core else enrichment_credit)
+            slot.words * (1.0 if slot.in_core else learned_credit if slot.learned_only else enrichment_credit)
             for slot in self.slots
             if slot.credit and slot.in_head and not slot.generic
         )
@@ -166,6 +176,30 @@ class GateSettings:
     second_min_coverage: float = SECOND_MIN_COVERAGE
     min_phrase_terms: int = MIN_PHRASE_TERMS
     phrase_min_coverage: float = PHRASE_MIN_COVERAGE
+    learned_head_credit: float = LEARNED_HEAD_CREDIT
+    suppress_overlap: float = SUPPRESS_OVERLAP
+    learned_match: float = LEARNED_MATCH
+
+    def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
+        """``ranked`` without the documents the model left out for a prompt like this one (``words``:
+        the prompt's, as ``prompt_words`` gives them); nothing when that was the best and no document
+        the model chose for such words stands behind it."""
+        if not words or not any(scored.doc.learned is not None for scored in ranked):
+            return tuple(ranked)
+        kept = tuple(scored for scored in ranked if not self._suppressed(scored.doc, words))
+        if ranked and kept and kept[0] is not ranked[0] and not self._learned_for(kept[0].doc, words):
+            return ()
+        return kept
+
+    def _suppressed(self, doc: MemoryDoc, words: frozenset[str]) -> bool:
+        learned = doc.learned
+        return learned is not None and any(
+            len(words & suppressor) >= self.suppress_overlap * len(words | suppressor) for suppressor in learned.suppressors
+        )
+
+    def _learned_for(self, doc: MemoryDoc, words: frozenset[str]) -> bool:
+        learned = doc.learned
+        return learned is not None and len(words.intersection(learned.keys)) >= self.learned_match * len(words)
 
     def select(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[ScoredDoc, ...]:
         """At most two documents: the best when confident, the second when also close to it.
@@ -207,7 +241,7 @@ class GateSettings:
         min_coverage = self.min_coverage if number == 0 else self.second_min_coverage
         if coverage < min_coverage:
             yield "coverage", coverage, min_coverage
-        head = doc.head_terms(self.enrichment_head_credit)
+        head = doc.head_terms(self.enrichment_head_credit, self.learned_head_credit)
         if head < self.min_head_terms:
             phrase = doc.phrase_terms()
             if phrase < self.min_phrase_terms or coverage < self.phrase_min_coverage:

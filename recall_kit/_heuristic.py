@@ -20,7 +20,7 @@ from recall_kit._fields import BODY_FIELD, FIELD_WEIGHTS, FIELDS, body_pairs, bu
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
 from recall_kit._index import FieldIndex
 from recall_kit._kinds import Strategy
-from recall_kit._query import adjacent_slots, doc_evidence, query_slots, query_terms, query_tokens
+from recall_kit._query import adjacent_slots, doc_evidence, prompt_words, query_slots, query_terms, query_tokens
 from recall_kit._tokenize import analyze_terms
 from recall_kit.limits import MAX_FAST_DOCS, RANKED_LIMIT
 
@@ -99,12 +99,17 @@ class FastHeuristic:
             adjacent = adjacent_slots(tokens, slots)
             terms = query_terms(slots)
             hits, scanned = index.score(terms, limit=RANKED_LIMIT + len(exclude))
-            hits = [hit for hit in hits if hit.ref not in exclude][:RANKED_LIMIT]
+            ranked = self.gate.unsuppressed(
+                [ScoredDoc(docs[hit.ref], hit.score) for hit in hits if hit.ref not in exclude][:RANKED_LIMIT],
+                frozenset(prompt_words(tokens)),
+            )
             evidence = [
-                doc_evidence(index, slots, hit.ref, adjacent, self._body_pairs_of(hit.ref) if adjacent else None)
-                for hit in hits[:MAX_FAST_DOCS]
+                doc_evidence(
+                    index, slots, scored.doc.ref, adjacent, self._body_pairs_of(scored.doc.ref) if adjacent else None
+                )
+                for scored in ranked[:MAX_FAST_DOCS]
             ]
-        return tuple(ScoredDoc(docs[hit.ref], hit.score) for hit in hits), evidence, scanned
+        return ranked, evidence, scanned
 
     def _body_pairs_of(self, ref: str) -> array[int]:
         # Only an index restored from the persistent cache lacks them: analysed once, on first use.

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot, UnsafePathError
-from recall_kit._config import SelectorConfig
+from recall_kit._config import SelectorConfig, learning_setting
 from recall_kit._enricher import Enricher
 from recall_kit._errors import UsageError
 from recall_kit._recaller import Recaller
@@ -36,13 +36,13 @@ from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import (
     BLOB,
     CONTENT_HASH,
-    ENRICHMENT,
+    SIDECARS,
     IDENTITY,
     REF,
     Cached,
     DocBuilder,
     Kept,
-    enrichment_key,
+    sidecars_key,
     identity,
     load,
     mark_used,
@@ -112,6 +112,7 @@ def open_watched(
     *,
     use_cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
+    watch: bool = True,
     **store_options: Any,
 ) -> WatchedStore:
     """Open ``roots`` as a watched ``MemoryStore`` (``store_options`` go to ``MemoryStore.open``) with a
@@ -119,15 +120,16 @@ def open_watched(
 
     What a long-lived process (the daemon, the MCP server) wants: at 10,000 memories a warm cache
     opens in a tenth of a second instead of seconds of parsing and indexing. Changes after the
-    open reach the heuristic through the watcher as usual. Errors as for ``open_indexed``.
+    open reach the heuristic through the watcher as usual. Errors as for ``open_indexed``. With
+    ``watch=False`` the store only publishes what it writes itself (what learning needs).
     """
     opened = _open_cache(roots, cache_dir) if use_cache else None
     if opened is None:
-        store = MemoryStore.open(*roots, watch=True, **store_options)
+        store = MemoryStore.open(*roots, watch=watch, **store_options)
         return WatchedStore(store, FastHeuristic(store), 0, None)
     path, cached = opened
     with _collector_paused():
-        store, snapshot, index, reused = _open_cached(roots, path, cached, {**store_options, "watch": True})
+        store, snapshot, index, reused = _open_cached(roots, path, cached, {**store_options, "watch": watch})
     try:
         heuristic = FastHeuristic._from_index(snapshot, index, follow=store)
     except BaseException:
@@ -184,9 +186,10 @@ def _open_cached(
             store.close()
             return _open_cached(roots, path, None, store_options)
         # a sidecar can change while the memory file does not: such a doc is re-analysed
-        enriched = snapshot.enrichments()
+        enriched, learned = snapshot.enrichments(), snapshot.learned()
         kept = {
-            ref: found for ref, found in returned.items() if enrichment_key(enriched.get(ref)) == found[1][ENRICHMENT]
+            ref: found for ref, found in returned.items()
+            if sidecars_key(enriched.get(ref), learned.get(ref)) == found[1][SIDECARS]
         }
         reused = kept.keys() & snapshot.docs.keys()
         index, changed = _index_for(snapshot, cached, reused)
@@ -253,6 +256,7 @@ def open_recaller(
     telemetry: Telemetry | Callable[[Any], object] | None = None,
     initial_wait_ms: float = INITIAL_WAIT_MS,
     body_budget: int = BODY_BUDGET,
+    learn: bool | None = None,
     **store_options: Any,
 ) -> Recaller:
     """Open memory roots and everything recall needs over them; the Recaller closes all it opened.
@@ -262,7 +266,9 @@ def open_recaller(
     False; ``store_options`` go to ``MemoryStore.open``. A ``Snapshot`` instead of roots is recalled
     from as it is. ``selector`` and ``enrich`` are a ``SelectorConfig`` (a client is made for it and
     closed with the Recaller) or a client made by the caller (it stays the caller's). Background
-    enrichment needs a watched store.
+    enrichment needs a watched store. ``learn`` feeds each validated model answer back to the roots'
+    learned sidecars (None: ``RECALL_KIT_LEARN`` or ``learn = true`` in recall-kit.toml; off by
+    default); a store opened with ``watch=False`` still sees what it learned itself.
 
     Close the result with ``close()`` in threaded code and ``await aclose()`` (or ``async with``)
     on the event loop that used the selector. Raises MemoryStoreError for a missing root and
@@ -273,10 +279,12 @@ def open_recaller(
         store: MemoryStore | Snapshot
         heuristic: FastHeuristic
         reused, cache_file = 0, None
+        if learn is None:
+            learn = learning_setting()[0] and not isinstance(roots, Snapshot)
         if isinstance(roots, Snapshot):
             store, heuristic = roots, FastHeuristic(roots)
-        elif watch:
-            watched = open_watched(roots, use_cache=use_cache, cache_dir=cache_dir, **store_options)
+        elif watch or learn:  # learning keeps a store, to write what it learns and see it
+            watched = open_watched(roots, use_cache=use_cache, cache_dir=cache_dir, watch=watch, **store_options)
             store, heuristic, reused, cache_file = watched.store, watched.heuristic, watched.reused, watched.cache_file
             closers.append(store.close)
         else:
@@ -298,6 +306,7 @@ def open_recaller(
             body_budget=body_budget,
             enrich=enricher,
             enrich_calls_per_minute=enrich_calls_per_minute,
+            learn=learn,
         )
     except BaseException:
         for close in reversed(closers):

@@ -14,6 +14,10 @@ from recall_kit._kinds import Fallback
 if TYPE_CHECKING:
     from recall_kit._heuristic import FastResult
     from recall_kit._protocols import FastStage, Selector
+    from recall_kit._selector import Selection
+
+# What a refined selection is fed to when learning is on: (prompt, the fast stage's docs, the selection).
+Learn = Callable[[str, Sequence[MemoryDoc], "Selection"], None]
 
 _log = logging.getLogger("recall_kit")
 
@@ -29,8 +33,10 @@ async def run_recall(
     snapshot_docs: Callable[[], Sequence[MemoryDoc]],
     exclude: frozenset[str],
     on_settled: Callable[[PrefetchHandle], None],
+    learn: Learn | None = None,
 ) -> None:
-    """The recall task: the heuristic first (published at once), then the model if any."""
+    """The recall task: the heuristic first (published at once), then the model if any (whose
+    answer, with ``learn``, is also fed back: ``learn`` must not block)."""
     fast = _run_heuristic(heuristic, handle.query, exclude)
     handle.box.publish(fast)
     gated = tuple(s.doc for s in fast.docs)
@@ -42,7 +48,7 @@ async def run_recall(
         # let a consumer woken by the publish take the fast result before the model stage's
         # synchronous prefix (manifest, HTTP client set-up) occupies the loop
         await asyncio.sleep(0)
-        outcome = await _run_selector(handle.query, selector, snapshot_docs, exclude, fast)
+        outcome = await _run_selector(handle.query, selector, snapshot_docs, exclude, fast, learn)
     if handle.settle(outcome):
         on_settled(handle)
 
@@ -61,6 +67,7 @@ async def _run_selector(
     snapshot_docs: Callable[[], Sequence[MemoryDoc]],
     exclude: frozenset[str],
     fast: FastResult,
+    learn: Learn | None = None,
 ) -> RecallOutcome:
     gated = tuple(s.doc for s in fast.docs)
     candidates = [d for d in snapshot_docs() if d.ref not in exclude]
@@ -86,6 +93,11 @@ async def _run_selector(
     except Exception:  # the selector promises not to raise; if it does, fall back all the same
         _log.warning("model selection failed; using the fast result", exc_info=True)
         return fall_back(Fallback("selector_error", "selector_error"))
+    if learn is not None:
+        try:
+            learn(query, gated, selection)
+        except Exception:  # learning is a side line: it never costs the turn its refinement
+            _log.warning("learning from the selection failed", exc_info=True)
     return RecallOutcome(
         docs=tuple(d for d in selection.docs if d.ref not in exclude),
         strategy=selection.strategy,

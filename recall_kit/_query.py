@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, has_pair
+from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair
 from recall_kit._gate import Evidence, SlotMatch
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
@@ -67,6 +67,17 @@ def query_tokens(query: str) -> list[Token]:
     return _bounded(analyze(clip_prompt(query)))
 
 
+def prompt_words(tokens: Iterable[Token]) -> tuple[str, ...]:
+    """The prompt's distinct words as learning keeps them: each token's folded surface word (its term
+    for a CJK bigram or a whole identifier), in order. Suppressors are matched against these."""
+    return tuple(dict.fromkeys(token.surface or token.term for token in tokens))
+
+
+def is_generic(word: str) -> bool:
+    """Whether ``word`` is an everyday word that says little about which memory applies."""
+    return word in GENERIC_WORDS
+
+
 def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
     """The query's distinct words as ``index`` sees them; a word no document holds may match as a typo."""
     n = len(index)
@@ -77,7 +88,7 @@ def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
             continue
         seen.add(token.term)
         df = index.doc_freq(token.term)
-        generic = (token.surface or token.term) in GENERIC_WORDS
+        generic = is_generic(token.surface or token.term)
         if df:
             slots.append(QuerySlot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term, run))
             continue
@@ -128,25 +139,29 @@ def doc_evidence(
                 has_pair(body_pairs, a.term, b.term) for a in slots[first].matches for b in slots[second].matches
             ):
                 in_phrase.update((first, second))
-    found: list[tuple[float, bool, bool]] = []  # per slot: credit, in a head field, in a core field
+    found: list[tuple[float, bool, bool, bool]] = []  # per slot: credit, in a head field, in a core field, learned only
     for slot in slots:
         credit = 0.0
-        in_head = in_core = False
+        in_head = in_core = in_written = False  # in_written: a head field other than the learned words
         for match in slot.matches:
             posting = index.posting(match.term, ref)
             if posting:
                 credit = max(credit, match.weight)
                 in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
                 in_core = in_core or any(posting[field] for field in CORE_FIELDS)
-        found.append((credit, in_head, in_core))
-    words = _cjk_words(slots, [bool(credit) and not slot.generic for slot, (credit, _, _) in zip(slots, found)])
+                in_written = in_written or any(posting[field] for field in _WRITTEN_HEAD)
+        found.append((credit, in_head, in_core, in_head and not in_written))
+    words = _cjk_words(slots, [bool(found[i][0]) and not slot.generic for i, slot in enumerate(slots)])
     return Evidence(tuple(
         SlotMatch(
             slot.mass, credit, slot.known, slot.generic, is_cjk_term(slot.term), in_head,
-            number in in_phrase, in_core, words[number],
+            number in in_phrase, in_core, words[number], learned_only,
         )
-        for number, (slot, (credit, in_head, in_core)) in enumerate(zip(slots, found))
+        for number, (slot, (credit, in_head, in_core, learned_only)) in enumerate(zip(slots, found))
     ))
+
+
+_WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})
 
 
 def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_store import MemoryDoc, Snapshot
+from recall_kit._errors import UsageError
 from recall_kit._session import INITIAL_WAIT_MS, RecallSession
 from recall_kit._sync_session import SyncRecallSession
 from recall_kit._telemetry import Telemetry
@@ -16,6 +17,7 @@ from recall_kit.limits import BODY_BUDGET
 
 if TYPE_CHECKING:
     from recall_kit._background_enrichment import BackgroundEnrichment
+    from recall_kit._learn import Learner
     from recall_kit._enricher import Enricher
     from recall_kit._heuristic import SnapshotSource
     from recall_kit._protocols import FastStage, Selector
@@ -28,6 +30,8 @@ class Recaller:
     or a fixed ``Snapshot``. Without ``heuristic`` the Recaller builds a ``FastHeuristic`` over it.
     With ``enrich``, a watched store's new and changed memories are enriched in the background
     (at most ``enrich_calls_per_minute`` model calls, one at a time, on a thread of their own).
+    With ``learn``, each validated model answer is fed back to the store's learned sidecars on a
+    thread of its own (``learner``); it never keeps the selector's key or URL credentials.
 
     A Recaller closes what it made (its heuristic, background enrichment); what it is handed stays
     the caller's. ``open_recaller`` opens the store, the heuristic and the model clients too, and
@@ -46,8 +50,10 @@ class Recaller:
         body_budget: int = BODY_BUDGET,
         enrich: Enricher | None = None,
         enrich_calls_per_minute: float | None = None,
+        learn: bool = False,
     ):
         self.enrichment: BackgroundEnrichment | None = None
+        self.learner: Learner | None = None
         self._closers: list[Callable[[], object]] = []  # what this Recaller opened, closed last first
         self._owned_selector: Selector | None = None
         self._closed = False
@@ -69,6 +75,16 @@ class Recaller:
         self.reused_from_cache = 0  # documents open_recaller took from the index cache
         self.cache_file: Path | None = None  # the index cache open_recaller used, if any
         self._session_ids = itertools.count(1)
+        if learn:
+            from memory_store import MemoryStore
+
+            from recall_kit._learn import Learner
+            from recall_kit._selector import ModelSelector
+
+            if not isinstance(store, MemoryStore):
+                self.close()
+                raise UsageError("learning needs a MemoryStore to keep what it learns: open the roots as a store")
+            self.learner = Learner(store, self.telemetry, selector.redactor if isinstance(selector, ModelSelector) else None)
         if enrich is not None:
             from recall_kit._background_enrichment import DEFAULT_CALLS_PER_MINUTE, BackgroundEnrichment
 
@@ -111,6 +127,8 @@ class Recaller:
         self._closed = True
         if self.enrichment is not None:
             self.enrichment.close()
+        if self.learner is not None:
+            self.learner.close()  # what is queued is written before the store closes
         while self._closers:
             self._closers.pop()()
 

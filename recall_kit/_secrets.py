@@ -7,6 +7,8 @@ by someone else) leaks no recognisable piece either.
 
 from __future__ import annotations
 
+import math
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -121,3 +123,44 @@ def _split_unparsed(url: str) -> UrlParts:
 def display_url(url: str | None) -> str | None:
     """``url`` with any credentials in it masked: safe to print, log or put in JSON."""
     return None if url is None else split_url_credentials(url).shown_url
+
+
+# Key shapes: the vendors' prefixes, a JWT, a PEM block, a credential in a URL, and the value after
+# a "password=" or "token:" label. Their spans are blanked before a prompt's words are kept anywhere.
+_KEY_SHAPES = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
+    r"|\b(?:sk|pk|rk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9_\-]{12,}"
+    r"|\b(?:ghp|gho|ghs|ghu|ghr|github_pat)_[A-Za-z0-9_]{16,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"
+    r"|\bAIza[0-9A-Za-z_\-]{30,}"
+    r"|\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"
+    r"|://[^/\s:@]+:[^/\s@]+@"
+    r"|(?i:\b(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|auth)\b\s*[:=]\s*)\S+",
+    re.S,
+)
+_CHUNK = re.compile(r"\S+")
+MIN_RANDOM_CHARS = 16  # a token this long with letters and digits mixed, and spread out, looks random
+MIN_RANDOM_BITS = 3.2  # Shannon entropy per character; long English words and identifiers stay below it
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with every key-shaped span and long random-looking token blanked: what may be kept of it."""
+    text = _KEY_SHAPES.sub(" ", text)
+    return _CHUNK.sub(lambda m: " " if looks_random(m.group()) else m.group(), text)
+
+
+def looks_random(token: str) -> bool:
+    """Whether ``token`` looks like a generated secret: long, letters and digits mixed, high entropy."""
+    core = token.strip("\"'`()[]{}<>,.;:!?")
+    if len(core) < MIN_RANDOM_CHARS:
+        return False
+    has_digit = any(ch.isdigit() for ch in core)
+    has_letter = any(ch.isalpha() for ch in core)
+    if not (has_digit and has_letter):
+        return False
+    counts: dict[str, int] = {}
+    for ch in core:
+        counts[ch] = counts.get(ch, 0) + 1
+    bits = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
+    return bits >= MIN_RANDOM_BITS

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from memory_store import MemoryDoc
+from recall_kit._secrets import Redactor
 from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
 from recall_kit._chat import _ChatFailure, ChatModelClient, ResponseMode, json_schema_format
 from recall_kit.limits import MAX_ANSWER_TOKENS, MAX_MODEL_DOCS, REJECTED_REF_CHARS
@@ -90,6 +91,11 @@ class ModelSelector(ChatModelClient):
     def endpoint(self) -> tuple[str, str]:
         """``(base_url, model)``: the endpoint this selector asks."""
         return self._chat.endpoint
+
+    @property
+    def redactor(self) -> Redactor:
+        """What masks this selector's key and URL credentials (learning keeps neither)."""
+        return self._redact
 
     async def select(
         self,

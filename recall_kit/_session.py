@@ -19,6 +19,7 @@ from recall_kit.limits import bounded_prompt
 from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
 
 if TYPE_CHECKING:
+    from recall_kit._learn import Learner
     from recall_kit._protocols import FastStage, Selector
 
 
@@ -30,6 +31,7 @@ class SessionParts(Protocol):
     telemetry: Telemetry
     initial_wait_ms: float
     body_budget: int
+    learner: Learner | None
 
     def snapshot_docs(self) -> Sequence[MemoryDoc]: ...
 
@@ -96,6 +98,7 @@ class RecallSession:
                 recaller.snapshot_docs,
                 frozenset(self._surfaced),
                 self._on_settled,
+                recaller.learner.observe if recaller.learner is not None else None,
             )
         )
         if abort is not None:

@@ -1,4 +1,4 @@
-"""Telemetry: `recall`, `delivery` and `enrich` events fanned out to sinks that can never break recall."""
+"""Telemetry: `recall`, `delivery`, `enrich` and `learn` events fanned out to sinks that can never break recall."""
 
 from __future__ import annotations
 
@@ -87,7 +87,27 @@ class EnrichEvent:
         return asdict(self)
 
 
-Event = Union[RecallEvent, DeliveryEvent, EnrichEvent]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LearnEvent:
+    """One refined selection fed back to the fast stage (learning on), or the reason it taught nothing."""
+
+    outcome: Literal["learned", "skipped", "failed"]
+    reason: str | None  # why it taught nothing, one line
+    taught: tuple[str, ...]  # refs that gained the prompt's words as learned keys
+    suppressed: tuple[str, ...]  # refs the fast stage delivered and the model left out
+    words: int  # words kept from the prompt (secret-shaped and overlong ones never are)
+    dropped: int  # words dropped as secret-shaped or overlong
+    duration_ms: float  # of the sidecar update
+    kind: Literal["learn"] = field(default="learn", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as plain JSON values (refs as lists)."""
+        data = asdict(self)
+        data["taught"], data["suppressed"] = list(self.taught), list(self.suppressed)
+        return data
+
+
+Event = Union[RecallEvent, DeliveryEvent, EnrichEvent, LearnEvent]
 
 
 class Sink(Protocol):

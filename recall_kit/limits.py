@@ -90,6 +90,9 @@ CACHE_MAX_UNUSED_DAYS = 30  # a cache unused this long is removed when another i
 
 # --- the store's own (owned by memory_store, repeated for reference) --------------------------------
 
+LEARN_MAX_PENDING = 256  # refined selections waiting to teach; past it one is dropped, never waited for
+# memory_store.MAX_LEARNED_KEYS (48), MAX_SUPPRESSORS (16), MAX_LEARNED_TERMS (16) and
+# MAX_LEARNED_TERM_CHARS (40) bound what the learned sidecar keeps per memory
 MEMORY_MAX_BYTES = 256 * 1024  # memory_store.DEFAULT_MAX_BYTES
 # memory_store.MAX_FOLDER_DEPTH (64): folders deeper below a root are reported, never read or watched
 

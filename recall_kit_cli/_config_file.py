@@ -22,7 +22,7 @@ from recall_kit_cli._format import InputError
 from recall_kit_cli._output import warn
 
 ROOTS_ENV = "RECALL_KIT_ROOTS"
-KNOWN_KEYS = {"": ("roots", "selector"), "selector": ("base_url", "model", "api_key", "timeout")}
+KNOWN_KEYS = {"": ("roots", "learn", "selector"), "selector": ("base_url", "model", "api_key", "timeout")}
 NO_ROOT = f"no memory root: pass --root DIR, set {ROOTS_ENV}, or put roots = [...] in {CONFIG_FILE_NAME}"
 
 _warned: set[Path] = set()

@@ -32,11 +32,12 @@ if TYPE_CHECKING:
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the per-user index cache.")
+@click.option("--learn", is_flag=True, default=None, help="Learn from the model's answers (or RECALL_KIT_LEARN=1).")
 @click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
 @click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
 @click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
 def serve(
-    idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool,
+    idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool, learn: bool | None,
     show_status: bool, stop: bool, as_json: bool,
 ) -> None:
     """Run the per-user recall daemon the hooks talk to (the first hook starts it).
@@ -60,12 +61,14 @@ def serve(
     if as_json:
         raise InputError("--json goes with --status or --stop")
     from recall_kit_cli.integrations._runtime import append_log
+    from recall_kit import learning_setting
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
 
     try:
         config = _selector_config(fast_only)
         daemon = RecallDaemon(
-            paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache
+            paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache,
+            learn=learn if learn else learning_setting()[0],
         )
         try:
             daemon.acquire()

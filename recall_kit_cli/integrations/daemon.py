@@ -67,6 +67,7 @@ class RecallDaemon:
         selector_config: SelectorConfig | None = None,
         debounce_ms: float | None = None,
         use_cache: bool = True,
+        learn: bool = False,
         max_stores: int = DAEMON_MAX_STORES,
         max_sessions: int = DAEMON_MAX_SESSIONS,
     ) -> None:
@@ -79,6 +80,7 @@ class RecallDaemon:
         self._selector: ModelSelector | None = None
         self._store_options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
+        self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -432,7 +434,9 @@ class RecallDaemon:
     def _open(self, key: tuple[str, ...]) -> Recaller:
         check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
-        return open_recaller(key, watch=True, use_cache=self._use_cache, selector=self._selector, **self._store_options)
+        return open_recaller(
+            key, watch=True, use_cache=self._use_cache, selector=self._selector, learn=self._learn, **self._store_options
+        )
 
 
 def _in_thread(work: Callable[[], _T], *, abandon: Callable[[_T], object] | None = None) -> asyncio.Future[_T]:

@@ -96,10 +96,10 @@ def test_strong_body_phrase_is_delivered_and_scattered_words_are_not(tmp_path: P
 
 
 def test_store_without_structured_fields_scores_as_the_four_field_index(developer_docs, make_snapshot) -> None:
-    # Empty scenario and enrichment fields add nothing: scores equal an index without those fields.
+    # Empty scenario, enrichment and learned fields add nothing: scores equal an index without those fields.
     heuristic = FastHeuristic(make_snapshot(*developer_docs))
     plain = FieldIndex((2.0, 2.0, 2.0, 1.0))
-    empty = {"usage_scenarios", "enriched_keywords", "enriched_scenarios"}
+    empty = {"usage_scenarios", "enriched_keywords", "enriched_scenarios", "learned"}
     for doc in developer_docs:
         fields, surfaces = doc_fields(doc)
         assert all(fields[FIELDS.index(name)] == [] for name in empty)

@@ -169,7 +169,7 @@ def test_missed_version_rebuilds_and_matches_a_fresh_index(developer_docs, make_
 
 
 def test_field_weights_weigh_every_index_the_heuristic_builds(developer_docs, make_snapshot) -> None:
-    body_heavy = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0)
+    body_heavy = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 1.0)
     query = "flyctl secrets set and roll back"  # deploy/fly.md: one word in its description, the rest in its body
     feed = SnapshotFeed(make_snapshot(*developer_docs[:3]))
     heuristic = FastHeuristic(feed, field_weights=body_heavy)

@@ -1,0 +1,170 @@
+"""Learning from refined selections: the model's validated choices, fed back to the fast stage.
+
+A memory the model chose and the fast stage did not deliver gains the prompt's words as learned keys;
+one the fast stage delivered and the model left out gains a suppressor for them. Only a real model
+answer teaches (no fallback, timeout, abort or rejected reference). The work runs on a thread of its
+own, off the delivery path: ``observe`` only enqueues, and drops the selection when the queue is full.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memory_store import MAX_LEARNED_TERM_CHARS, MAX_LEARNED_TERMS, LearningUpdate, MemoryDoc, MemoryStoreError
+from recall_kit._query import is_generic, prompt_words, query_tokens
+from recall_kit._secrets import Redactor, looks_random, scrub_secrets
+from recall_kit._telemetry import LearnEvent, Telemetry
+from recall_kit.limits import LEARN_MAX_PENDING
+
+if TYPE_CHECKING:
+    from memory_store import MemoryStore
+    from recall_kit._selector import Selection
+
+_log = logging.getLogger("recall_kit")
+_UPDATE_TIMES = 1024  # recent update durations kept for `bench replay`'s cost figure
+
+
+@dataclass(frozen=True, slots=True)
+class PromptWords:
+    """What learning may keep of a prompt: its words, never its text."""
+
+    words: frozenset[str]  # every kept word: a suppressor
+    keys: tuple[str, ...]  # the specific ones (no everyday words): learned keys
+    dropped: int  # secret-shaped or overlong words left out
+
+
+def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
+    """The prompt's words as the fast stage reads them, with key-shaped spans, the configured secrets
+    and long random-looking tokens blanked first, and overlong words dropped."""
+    masked = redact(prompt) if redact else prompt
+    cleaned = scrub_secrets(masked)
+    all_words = prompt_words(query_tokens(cleaned))
+    kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]
+    dropped = len(prompt_words(query_tokens(prompt))) - len(kept)
+    return PromptWords(frozenset(kept), tuple(w for w in kept if not is_generic(w)), max(0, dropped))
+
+
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    prompt: str
+    delivered: tuple[MemoryDoc, ...]  # what the fast stage delivered
+    chosen: tuple[MemoryDoc, ...]  # what the model chose (validated)
+
+
+class Learner:
+    """Feeds validated model selections back to the store's learned sidecars, on a thread of its own."""
+
+    def __init__(self, store: MemoryStore, telemetry: Telemetry | None = None, redact: Redactor | None = None) -> None:
+        self._store = store
+        self._telemetry = telemetry or Telemetry()
+        self._redact = redact
+        self._queue: queue.Queue[_Observed | None] = queue.Queue(LEARN_MAX_PENDING)
+        self._idle = threading.Condition()
+        self._pending = 0
+        self._closed = False
+        self.dropped = 0  # selections not learned from because the queue was full
+        self.update_ms: deque[float] = deque(maxlen=_UPDATE_TIMES)  # recent sidecar updates
+        self._thread = threading.Thread(target=self._run, name="recall-kit-learner", daemon=True)
+        self._thread.start()
+
+    def observe(self, prompt: str, delivered: Sequence[MemoryDoc], selection: Selection) -> None:
+        """Queue what ``selection`` teaches about ``prompt`` (``delivered``: the fast stage's docs); never blocks."""
+        reason = unteachable(selection)
+        if reason is not None or self._closed:
+            if reason is not None:
+                self._telemetry.emit(LearnEvent(
+                    outcome="skipped", reason=reason, taught=(), suppressed=(), words=0, dropped=0, duration_ms=0.0
+                ))
+            return
+        observed = _Observed(prompt, tuple(delivered), tuple(selection.docs))
+        with self._idle:
+            self._pending += 1
+        try:
+            self._queue.put_nowait(observed)
+        except queue.Full:
+            self.dropped += 1
+            self._done()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Whether every queued selection was learned from (written to the sidecars) within ``timeout``."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self) -> None:
+        """Learn what is queued, then stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+
+    def _done(self) -> None:
+        with self._idle:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.notify_all()
+
+    def _run(self) -> None:
+        while (observed := self._queue.get()) is not None:
+            try:
+                self._learn(observed)
+            except Exception as exc:  # learning must never take anything down with it
+                _log.warning("learning failed", exc_info=True)
+                self._telemetry.emit(LearnEvent(
+                    outcome="failed", reason=f"{type(exc).__name__}: {exc}"[:200], taught=(), suppressed=(),
+                    words=0, dropped=0, duration_ms=0.0,
+                ))
+            finally:
+                self._done()
+
+    def _learn(self, observed: _Observed) -> None:
+        words = learnable_words(observed.prompt, self._redact)
+        chosen = {doc.ref: doc for doc in observed.chosen}
+        delivered = {doc.ref: doc for doc in observed.delivered}
+        updates: dict[str, list[LearningUpdate]] = defaultdict(list)
+        taught: list[str] = []
+        suppressed: list[str] = []
+        if words.words:
+            for ref, doc in chosen.items():
+                if ref not in delivered and words.keys:
+                    updates[doc.scope].append(LearningUpdate(doc.path, keys=words.keys, release=words.words))
+                    taught.append(ref)
+                elif doc.learned is not None and doc.learned.suppressors:
+                    updates[doc.scope].append(LearningUpdate(doc.path, release=words.words))  # it was right after all
+            for ref, doc in delivered.items():
+                if ref not in chosen:
+                    updates[doc.scope].append(LearningUpdate(doc.path, suppress=words.words))
+                    suppressed.append(ref)
+        started = time.perf_counter()
+        for label, batch in updates.items():
+            try:
+                self._store.record_learning(label, batch)
+            except MemoryStoreError as exc:
+                _log.warning("learned sidecar of %s not written: %s", label, exc)
+                raise
+        duration = (time.perf_counter() - started) * 1000
+        if updates:
+            self.update_ms.append(duration)
+        self._telemetry.emit(LearnEvent(
+            outcome="learned" if updates else "skipped", reason=None if updates else "nothing to teach",
+            taught=tuple(taught), suppressed=tuple(suppressed), words=len(words.words), dropped=words.dropped,
+            duration_ms=duration,
+        ))
+
+
+def unteachable(selection: Selection) -> str | None:
+    """Why ``selection`` teaches nothing (not a validated model answer), or None when it teaches."""
+    if selection.fallback is not None:
+        return f"the model stage fell back: {selection.fallback.kind}"
+    if selection.strategy != "model":
+        return "not a model answer"
+    if selection.rejected:
+        return f"the answer had {len(selection.rejected)} rejected reference(s)"
+    return None
