@@ -113,7 +113,8 @@ class TrainingSummary:
     turns: int
     unsettled: int
     fallbacks: int
-    learn_ms: tuple[float, ...] = ()  # per learner update, when its telemetry reports the time
+    learn_ms: tuple[float, ...] = ()  # per sidecar update, from the learner's telemetry
+    learn_outcomes: Mapping[str, int] = field(default_factory=dict)  # learned / skipped / failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ class FoldResult:
             "learned": metrics(self.learned).as_dict(),
             "unsettled": self.training.unsettled,
             "fallbacks": self.training.fallbacks,
+            "learn_outcomes": dict(self.training.learn_outcomes),
             "sidecar_bytes": self.sidecar_bytes,
             "sidecar_bytes_per_memory": self.sidecar_bytes / docs if docs else None,
             "learned_memories": self.learned_memories,
@@ -325,14 +327,17 @@ class _TurnTelemetry:
         self.settled = asyncio.Event()
         self.fallbacks = 0
         self.learn_ms: list[float] = []
+        self.learn_outcomes: dict[str, int] = {}  # LearnEvent outcome -> count
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, RecallEvent) and event.settled:
             self.fallbacks += event.fallback is not None
             self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
-        elif getattr(event, "kind", None) == "learn":
-            elapsed = getattr(event, "elapsed_ms", None)  # the LearnEvent's update time, when it has one
-            if isinstance(elapsed, (int, float)):
+        elif getattr(event, "kind", None) == "learn":  # a LearnEvent (issue 18), read by its field names
+            outcome = str(getattr(event, "outcome", "unknown"))
+            self.learn_outcomes[outcome] = self.learn_outcomes.get(outcome, 0) + 1
+            elapsed = getattr(event, "duration_ms", None)
+            if outcome == "learned" and isinstance(elapsed, (int, float)):
                 self.learn_ms.append(float(elapsed))
 
 
@@ -386,7 +391,9 @@ async def _learned_fold(
         finally:
             await recaller.aclose()
         size, lines = _learned_file(root)
-    summary = TrainingSummary(turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms))
+    summary = TrainingSummary(
+        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes)
+    )
     return learned, again, summary, size, lines
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from recall_kit_bench._enriched_latency import EnrichedLatencyRow
@@ -238,12 +238,21 @@ def replay_table(report: ReplayReport) -> str:
     learn_ms = report.learn_ms()
     lines += [
         "",
-        f"training: {turns} sessions, {unsettled} unsettled, {fallbacks} fell back",
+        f"training: {turns} sessions, {unsettled} unsettled, {fallbacks} fell back; learner "
+        + _counts(_summed(f.training.learn_outcomes for f in report.folds)),
         f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
         + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
     ]
     lines += [f"skipped {error}" for error in learned.load_errors]
     return "\n".join(lines)
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for each in counts:
+        for key, n in each.items():
+            total[key] = total.get(key, 0) + n
+    return total
 
 
 def _bytes_cell(s: Spread) -> str:

@@ -280,3 +280,23 @@ def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_di
             o.delivered for o in sorted(report.baseline_outcomes, key=lambda o: o.query.id)
         ]
     assert not (dataset_dir / "memories" / ".recall-kit" / "learned.jsonl").exists()
+
+
+def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_events() -> None:
+    from types import SimpleNamespace
+
+    from recall_kit_bench._replay import _TurnTelemetry
+
+    async def go() -> _TurnTelemetry:
+        telemetry = _TurnTelemetry(asyncio.get_running_loop())
+        settled = RecallEvent(session_id="s1", handle_id=1, query_chars=3, docs_scanned=1, docs_selected=0,
+                              strategy="model", fast_ms=0.1, model_ms=1.0, settled=True)
+        telemetry(settled)
+        telemetry(SimpleNamespace(kind="learn", outcome="learned", duration_ms=2.5))
+        telemetry(SimpleNamespace(kind="learn", outcome="skipped", duration_ms=0.0))  # no update: no time
+        await asyncio.wait_for(telemetry.settled.wait(), 1)
+        return telemetry
+
+    telemetry = asyncio.run(go())
+    assert telemetry.fallbacks == 0 and telemetry.learn_ms == [2.5]
+    assert telemetry.learn_outcomes == {"learned": 1, "skipped": 1}
