@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,16 +27,21 @@ METRIC_KEYS = ("strict_delivery", "loose_delivery", "negative_silence", "precisi
 
 @dataclass(frozen=True, slots=True)
 class Spread:
-    """The lowest and highest value of one metric over the folds (None when no fold has it)."""
+    """The lowest, highest and median value of one metric over the folds (None when no fold has it)."""
 
     min: float | None
     max: float | None
+    median: float | None = None
 
     @classmethod
     def of(cls, values: Sequence[float | None]) -> Spread:
         """The spread of the ``values`` that are not None."""
         present = [v for v in values if v is not None]
-        return cls(min(present), max(present)) if present else cls(None, None)
+        return cls(min(present), max(present), statistics.median(present)) if present else cls(None, None)
+
+    def as_dict(self) -> dict[str, float | None]:
+        """median, min and max as a JSON object."""
+        return {"median": self.median, "min": self.min, "max": self.max}
 
 
 def _by_kind_dict(by_kind: Mapping[str, Metrics]) -> dict[str, dict[str, Any]]:
@@ -57,9 +63,9 @@ class DeliveryReport:
     waits_ms: tuple[float, ...] = ()  # every initial wait, for the plot (not in as_dict)
 
     @classmethod
-    def of(cls, dataset: EvalDataset, outcomes: Sequence[QueryOutcome]) -> DeliveryReport:
-        """The report on the ``outcomes`` of ``dataset``'s queries, with the spread of each metric over the folds."""
-        folds = metrics_by_fold(outcomes, FOLDS)
+    def of(cls, dataset: EvalDataset, outcomes: Sequence[QueryOutcome], folds_n: int = FOLDS) -> DeliveryReport:
+        """The report on the ``outcomes`` of ``dataset``'s queries, with the spread of each metric over ``folds_n`` folds."""
+        folds = metrics_by_fold(outcomes, folds_n)
         return cls(
             dataset=str(dataset.root),
             docs=len(dataset.snapshot.docs),

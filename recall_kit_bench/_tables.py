@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from recall_kit_bench._enriched_latency import EnrichedLatencyRow
 from recall_kit_bench._evaluation import Metrics, Percentiles
+from recall_kit_bench._evaluation import metrics as _metrics
+from recall_kit_bench._evaluation import metrics_by_kind as _metrics_by_kind
 from recall_kit_bench._latency import LatencyRow
 from recall_kit_bench._lifecycle import LifecycleReport
+from recall_kit_bench._replay import ReplayReport
 from recall_kit_bench._reports import FOLDS, DeliveryBenchReport, DeliveryReport, RefinedReport, Spread
 
 Row = TypeVar("Row")
@@ -176,6 +179,86 @@ def _lifecycle_table(report: DeliveryBenchReport, life: LifecycleReport) -> str:
         )
     lines += [f"skipped {error}" for error in ours.load_errors]
     return "\n".join(lines)
+
+
+_REPLAY_KEYS = (("strict", "strict_delivery"), ("silence", "negative_silence"), ("precision", "precision"))
+
+
+def _signed(value: float | None) -> str:
+    return "   -  " if value is None else f"{value:+6.3f}"
+
+
+def _spread_cell(s: Spread, signed: bool = False) -> str:
+    show = _signed if signed else _rate
+    return f"{show(s.median)} ({show(s.min).strip()}..{show(s.max).strip()})"
+
+
+def replay_table(report: ReplayReport) -> str:
+    """Baseline and learned side by side per kind, the per-fold spreads and deltas, the repeat, the costs."""
+    base, learned, settings = report.baseline, report.learned, report.settings
+    m = learned.overall
+    lines = [
+        f"{learned.dataset}: {learned.docs} docs, {m.queries} measured queries ({m.answerable} answerable, "
+        f"{m.negatives} negatives), folds {','.join(map(str, report.measured))} of {settings.folds} by hash of id",
+        f"oracle accuracy {settings.oracle_accuracy:g} ({report.wrong_answers} wrong answers, seed {settings.seed}); "
+        f"enrichment {report.sidecar or 'none'}",
+        "",
+        f"{'kind':<14}{'n':>5}" + "".join(f"  {title:>22}" for title, _ in _REPLAY_KEYS),
+        f"{'':<14}{'':>5}" + "".join(f"  {'base / learned  delta':>22}" for _ in _REPLAY_KEYS),
+    ]
+    rows = [("all", base.overall, learned.overall)] + [
+        (kind, base.by_kind.get(kind), mine) for kind, mine in learned.by_kind.items()
+    ]
+    for kind, before, after in rows:
+        cells = []
+        for _, key in _REPLAY_KEYS:
+            a = getattr(before, key) if before is not None else None
+            b = getattr(after, key)
+            delta = None if a is None or b is None else b - a
+            cells.append(f"{_rate(a)} / {_rate(b)} {_signed(delta)}")
+        lines.append(f"{kind:<14}{after.queries:>5}" + "".join(f"  {cell:>22}" for cell in cells))
+    lines += ["", "per fold, median (min..max):"]
+    for title, key in _REPLAY_KEYS:
+        lines.append(
+            f"  {title:<10} base {_spread_cell(report.fold_spread(lambda f: _metrics(f.baseline), key))}"
+            f"  learned {_spread_cell(report.fold_spread(lambda f: _metrics(f.learned), key))}"
+            f"  delta {_spread_cell(report.delta_spread(key), signed=True)}"
+        )
+    if settings.repeat:
+        again = _metrics(report.repeat_outcomes)
+        lines += ["", f"repeat (the trained prompts again, {again.queries} over the folds): "
+                      f"strict {_rate(again.strict_delivery)} silence {_rate(again.negative_silence)} "
+                      f"precision {_rate(again.precision)}"]
+        for kind, km in _metrics_by_kind(report.repeat_outcomes).items():
+            lines.append(f"  {kind:<12}{km.queries:>5}  strict {_rate(km.strict_delivery)}"
+                         f"  silence {_rate(km.negative_silence)}")
+    turns = sum(f.training.turns for f in report.folds)
+    unsettled = sum(f.training.unsettled for f in report.folds)
+    fallbacks = sum(f.training.fallbacks for f in report.folds)
+    learn_ms = report.learn_ms()
+    lines += [
+        "",
+        f"training: {turns} sessions, {unsettled} unsettled, {fallbacks} fell back; learner "
+        + _counts(_summed(f.training.learn_outcomes for f in report.folds)),
+        f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
+        + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
+    ]
+    lines += [f"skipped {error}" for error in learned.load_errors]
+    return "\n".join(lines)
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for each in counts:
+        for key, n in each.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
+def _bytes_cell(s: Spread) -> str:
+    if s.median is None or s.min is None or s.max is None:
+        return "-"
+    return f"{s.median:.1f} ({s.min:.1f}..{s.max:.1f})"
 
 
 def _ms_cell(pick: Callable[[Row], float]) -> Callable[[Row], str]:

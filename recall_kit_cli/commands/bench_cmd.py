@@ -16,7 +16,7 @@ from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
-    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport
+    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport, ReplaySettings
 
 
 
@@ -179,3 +179,99 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
         return
     with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
         yield lambda: bar.update(1)
+
+
+@bench.command("replay")
+@click.argument("dataset_dir")
+@click.option(
+    "--enrichment",
+    "sidecar",
+    type=click.Path(dir_okay=False),
+    help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
+)
+@click.option("--no-enrichment", is_flag=True, help="Replay the memories without any enrichment sidecar.")
+@click.option("--oracle-accuracy", type=str, default="1", help="Share of the oracle's answers that are right (default 1).")
+@click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
+@click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")
+@click.option("--folds", "folds_text", type=str, default="5", help="Folds by hash of the query id (default 5).")
+@click.option("--measure-folds", help="Only these folds, e.g. 0,1 (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def replay(
+    dataset_dir: str,
+    sidecar: str | None,
+    no_enrichment: bool,
+    oracle_accuracy: str,
+    repeat: bool,
+    seed: str,
+    folds_text: str,
+    measure_folds: str | None,
+    as_json: bool,
+) -> None:
+    """Fast-stage delivery after learning from an oracle's refined selections, beside learning off.
+
+    Example: recall-kit bench replay bench/datasets/agent-memories --no-enrichment
+    """
+    from recall_kit import UsageError
+    from recall_kit_bench import HarnessError, ReplaySettings, dataset_sidecar, replay_table, run_replay
+
+    if sidecar is not None and no_enrichment:
+        raise InputError("--enrichment and --no-enrichment exclude each other")
+    settings = ReplaySettings(
+        folds=_integer(folds_text, "--folds"),
+        measure_folds=None if measure_folds is None else tuple(_integers(measure_folds, "--measure-folds")),
+        oracle_accuracy=_share(oracle_accuracy, "--oracle-accuracy"),
+        seed=_integer(seed, "--seed"),
+        repeat=repeat,
+    )
+    try:
+        settings.measured()
+    except UsageError as exc:
+        raise InputError(str(exc)) from None
+    found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
+    dataset = _load(dataset_dir, None, found if found is not None else False)
+    with _progress(_replay_steps(dataset, settings), "replay") as tick:
+        try:
+            report = run_replay(
+                dataset,
+                sidecar=None if found is None else Path(found),
+                settings=settings,
+                progress=lambda done, total: tick(),
+            )
+        except (HarnessError, UsageError) as exc:
+            raise InputError(str(exc)) from None
+    click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else replay_table(report))
+
+
+def _replay_steps(dataset: EvalDataset, settings: ReplaySettings) -> int:
+    """The progress bar's length: every query once per measured fold (trained or measured), plus the repeats."""
+    from recall_kit_bench import fold_split
+
+    steps = 0
+    for fold in settings.measured():
+        mine, others = fold_split(dataset, settings.folds, fold)
+        steps += len(mine) + len(others) * (2 if settings.repeat else 1)
+    return steps
+
+
+def _integer(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{option} takes a whole number, got {text!r}") from None
+
+
+def _integers(text: str, option: str) -> list[int]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise InputError(f"{option} takes comma-separated fold numbers, got {text!r}")
+    return [_integer(item, option) for item in items]
+
+
+def _share(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option} takes a share from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{option} takes a share from 0 to 1, got {text!r}")
+    return value

@@ -1,0 +1,457 @@
+"""`bench replay`: what learning from refined selections does to the fast stage, cross-validated.
+
+The queries are split into folds by a hash of their id (``fold_of``). For each measured fold, a
+fresh copy of the dataset's memories is opened with learning on, every prompt of the other folds
+runs through a real session against the scripted chat server acting as an oracle (it selects the
+gold memories, or nothing for a negative; with ``oracle_accuracy`` < 1 a seeded share of its
+answers is wrong), and then this fold's prompts are measured fast-only over what was learned. The
+baseline is the same folds over the untouched memories, learning off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import random
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_store import sidecar_path
+from recall_kit import FastHeuristic, Recaller, RecallEvent, SelectorConfig, UsageError, open_recaller
+from recall_kit.testing import ScriptedChatServer
+from recall_kit.turns import SETTLE_MARGIN_S
+from recall_kit_bench._datasets import DATASET_SCOPE, EvalDataset, EvalQuery
+from recall_kit_bench._errors import HarnessError
+from recall_kit_bench._evaluation import (
+    Metrics,
+    QueryOutcome,
+    fast_deliver,
+    fold_of,
+    metrics,
+    metrics_by_kind,
+    run,
+)
+from recall_kit_bench._reports import METRIC_KEYS, DeliveryReport, Spread
+
+REPLAY_FOLDS = 5
+LEARNED_FILE = Path(".recall-kit", "learned.jsonl")  # memory_store.LEARNED_PATH, per root
+MODEL_TIMEOUT_S = 30.0  # the selector's default deadline: the scripted oracle answers at once
+_ORACLE_MODEL = "scripted-oracle"
+
+Progress = Callable[[int, int], None]  # (done, total) turns and measurements
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """How the replay runs: folds, which are measured, the oracle's accuracy and seed, ``--repeat``."""
+
+    folds: int = REPLAY_FOLDS
+    measure_folds: tuple[int, ...] | None = None  # None: every fold
+    oracle_accuracy: float = 1.0
+    seed: int = 0
+    repeat: bool = False
+
+    def measured(self) -> tuple[int, ...]:
+        """The folds measured, in order; UsageError for a setting out of range."""
+        if self.folds < 2:
+            raise UsageError(f"folds needs at least 2, got {self.folds}")
+        if not 0.0 <= self.oracle_accuracy <= 1.0:
+            raise UsageError(f"oracle accuracy is a share from 0 to 1, got {self.oracle_accuracy:g}")
+        chosen = tuple(range(self.folds)) if self.measure_folds is None else tuple(sorted(set(self.measure_folds)))
+        bad = [f for f in chosen if not 0 <= f < self.folds]
+        if bad or not chosen:
+            raise UsageError(f"measured folds must be among 0..{self.folds - 1}, got {list(self.measure_folds or ())}")
+        return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class OracleAnswers:
+    """What the oracle selects for each query (by position in the dataset), and which answers are wrong."""
+
+    refs: tuple[tuple[str, ...], ...]  # dataset refs (scope/path), per query in file order
+    wrong: frozenset[int]  # positions of the queries whose answer is not the gold one
+
+    def oracle_lines(self, queries: Sequence[EvalQuery]) -> list[dict[str, Any]]:
+        """queries.jsonl lines (query, relevant paths) the scripted server's oracle answers from."""
+        return [
+            {"query": q.query, "relevant": [ref.partition("/")[2] for ref in refs]}
+            for q, refs in zip(queries, self.refs)
+        ]
+
+
+def oracle_answers(dataset: EvalDataset, accuracy: float, seed: int) -> OracleAnswers:
+    """The oracle's answer to each query: its gold refs, but for ``round((1 - accuracy) * n)`` queries
+    drawn with ``random.Random(seed)``, which get another memory or nothing (alternately; a negative
+    always gets another memory, since nothing is its right answer)."""
+    queries = dataset.queries
+    rng = random.Random(seed)
+    wrong = sorted(rng.sample(range(len(queries)), round((1.0 - accuracy) * len(queries))))
+    refs = [tuple(sorted(q.relevant)) for q in queries]
+    every = sorted(dataset.snapshot.docs)
+    answerable_wrong = 0
+    for i in wrong:
+        q = queries[i]
+        others = [ref for ref in every if ref not in q.relevant]
+        if q.relevant and (answerable_wrong % 2 == 1 or not others):
+            refs[i] = ()
+        else:
+            refs[i] = (rng.choice(others),) if others else ()
+        answerable_wrong += bool(q.relevant)
+    return OracleAnswers(tuple(refs), frozenset(wrong))
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSummary:
+    """The learning turns of one fold: how many ran, settled, and fell back instead of a model answer."""
+
+    turns: int
+    unsettled: int
+    fallbacks: int
+    learn_ms: tuple[float, ...] = ()  # per sidecar update, from the learner's telemetry
+    learn_outcomes: Mapping[str, int] = field(default_factory=dict)  # learned / skipped / failed
+
+
+@dataclass(frozen=True, slots=True)
+class FoldResult:
+    """One measured fold: its prompts fast-only before and after learning from the other folds."""
+
+    fold: int
+    baseline: tuple[QueryOutcome, ...]
+    learned: tuple[QueryOutcome, ...]
+    repeat: tuple[QueryOutcome, ...]  # the trained prompts again, after learning (``repeat`` only)
+    training: TrainingSummary
+    sidecar_bytes: int  # the learned sidecar's size after learning
+    learned_memories: int  # lines in it: memories something was learned for
+
+    def as_dict(self, docs: int) -> dict[str, Any]:
+        """The fold's figures as a JSON object."""
+        data: dict[str, Any] = {
+            "fold": self.fold,
+            "measured": len(self.learned),
+            "trained": self.training.turns,
+            "baseline": metrics(self.baseline).as_dict(),
+            "learned": metrics(self.learned).as_dict(),
+            "unsettled": self.training.unsettled,
+            "fallbacks": self.training.fallbacks,
+            "learn_outcomes": dict(self.training.learn_outcomes),
+            "sidecar_bytes": self.sidecar_bytes,
+            "sidecar_bytes_per_memory": self.sidecar_bytes / docs if docs else None,
+            "learned_memories": self.learned_memories,
+        }
+        if self.repeat:
+            data["repeat"] = metrics(self.repeat).as_dict()
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    """The whole replay: baseline and learned over the measured folds, the repeat, the costs."""
+
+    dataset: EvalDataset  # the measured queries only
+    settings: ReplaySettings
+    measured: tuple[int, ...]
+    folds: tuple[FoldResult, ...]
+    sidecar: str | None  # the enrichment sidecar the memories were read with
+    wrong_answers: int
+    baseline: DeliveryReport = field(init=False)
+    learned: DeliveryReport = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = self.settings.folds
+        object.__setattr__(self, "baseline", DeliveryReport.of(self.dataset, self.baseline_outcomes, n))
+        object.__setattr__(self, "learned", DeliveryReport.of(self.dataset, self.learned_outcomes, n))
+
+    @property
+    def baseline_outcomes(self) -> list[QueryOutcome]:
+        """Every measured prompt, learning off."""
+        return [o for f in self.folds for o in f.baseline]
+
+    @property
+    def learned_outcomes(self) -> list[QueryOutcome]:
+        """Every measured prompt, after learning from the other folds."""
+        return [o for f in self.folds for o in f.learned]
+
+    @property
+    def repeat_outcomes(self) -> list[QueryOutcome]:
+        """Every trained prompt measured again after its fold's learning (each prompt once per fold)."""
+        return [o for f in self.folds for o in f.repeat]
+
+    def fold_spread(self, pick: Callable[[FoldResult], Metrics | None], key: str) -> Spread:
+        """Median and min-max of one metric over the measured folds."""
+        return Spread.of([getattr(m, key) if (m := pick(f)) is not None else None for f in self.folds])
+
+    def delta_spread(self, key: str) -> Spread:
+        """Median and min-max over the measured folds of learned minus baseline."""
+        deltas = []
+        for f in self.folds:
+            a, b = getattr(metrics(f.learned), key), getattr(metrics(f.baseline), key)
+            deltas.append(None if a is None or b is None else a - b)
+        return Spread.of(deltas)
+
+    def sidecar_bytes_per_memory(self) -> Spread:
+        """The learned sidecar's bytes per memory after each fold's learning."""
+        docs = len(self.dataset.snapshot.docs)
+        return Spread.of([f.sidecar_bytes / docs if docs else None for f in self.folds])
+
+    def learn_ms(self) -> float | None:
+        """The median learner update time over every fold, when the learner's telemetry reports it."""
+        times = [ms for f in self.folds for ms in f.training.learn_ms]
+        return statistics.median(times) if times else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """``baseline`` and ``learned`` as `bench delivery --json` reports, with the deltas, the folds and the costs."""
+        docs = len(self.dataset.snapshot.docs)
+        data: dict[str, Any] = {"dataset": str(self.dataset.root), "docs": docs}
+        data["baseline"] = self._side(self.baseline, lambda f: metrics(f.baseline))
+        data["learned"] = self._side(self.learned, lambda f: metrics(f.learned))
+        data["delta"] = {
+            **{key: _delta(self.learned.overall, self.baseline.overall, key) for key in METRIC_KEYS},
+            "by_kind": {
+                kind: {key: _delta(m, self.baseline.by_kind.get(kind), key) for key in METRIC_KEYS}
+                for kind, m in self.learned.by_kind.items()
+            },
+            "folds": {key: self.delta_spread(key).as_dict() for key in METRIC_KEYS},
+        }
+        if self.settings.repeat:
+            data["repeat"] = self._repeat()
+        data["folds"] = [f.as_dict(docs) for f in self.folds]
+        cost: dict[str, Any] = {"sidecar_bytes_per_memory": self.sidecar_bytes_per_memory().as_dict()}
+        learn_ms = self.learn_ms()
+        if learn_ms is not None:
+            cost["learn_update_ms_p50"] = learn_ms
+        data["cost"] = cost
+        data["settings"] = {
+            "folds": self.settings.folds,
+            "measured_folds": list(self.measured),
+            "oracle_accuracy": self.settings.oracle_accuracy,
+            "wrong_answers": self.wrong_answers,
+            "seed": self.settings.seed,
+            "repeat": self.settings.repeat,
+            "enrichment": self.sidecar,
+        }
+        return data
+
+    def _side(self, report: DeliveryReport, pick: Callable[[FoldResult], Metrics]) -> dict[str, Any]:
+        data = report.as_dict()
+        data["folds"] = {key: self.fold_spread(pick, key).as_dict() for key in METRIC_KEYS}
+        return data
+
+    def _repeat(self) -> dict[str, Any]:
+        outcomes = self.repeat_outcomes
+        first = {o.query.id: o for o in self.baseline_outcomes}
+        spoke = [o for o in outcomes if not o.query.relevant and first.get(o.query.id, o).delivered]
+        return {
+            **metrics(outcomes).as_dict(),
+            "by_kind": {kind: m.as_dict() for kind, m in metrics_by_kind(outcomes).items()},
+            "folds": {
+                key: self.fold_spread(lambda f: metrics(f.repeat), key).as_dict() for key in METRIC_KEYS
+            },
+            # negatives the fast stage delivered something for before learning: what suppressors are for
+            "negatives_delivered_by_baseline": len(spoke),
+            "negative_silence_where_baseline_delivered": metrics(spoke).negative_silence,
+        }
+
+
+def _delta(a: Metrics | None, b: Metrics | None, key: str) -> float | None:
+    x = getattr(a, key) if a is not None else None
+    y = getattr(b, key) if b is not None else None
+    return None if x is None or y is None else x - y
+
+
+def learning_available() -> bool:
+    """Whether this recall_kit's ``open_recaller`` takes ``learn=`` (issue 18)."""
+    return "learn" in inspect.signature(open_recaller).parameters
+
+
+def open_learning_recaller(
+    root: Path, selector: SelectorConfig, telemetry: Callable[[Any], object]
+) -> Recaller:
+    """A Recaller over ``root`` that learns from its refined selections (not watched, no index cache)."""
+    options: dict[str, Any] = {"learn": True}  # open_recaller(learn=True), issue 18
+    return open_recaller(
+        [root], selector=selector, watch=False, use_cache=False, telemetry=telemetry, **options
+    )
+
+
+def copy_memories(dataset: EvalDataset, sidecar: Path | None, into: Path) -> Path:
+    """A fresh copy of the dataset's memories at ``into/memories`` (its scope label), with ``sidecar``
+    placed as its own enrichment sidecar and nothing else of the original's ``.recall-kit``."""
+    root = into / DATASET_SCOPE
+    shutil.copytree(dataset.root / "memories", root, ignore=shutil.ignore_patterns(".recall-kit"), symlinks=False)
+    if sidecar is not None:
+        target = sidecar_path(root)
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copyfile(sidecar, target)
+        target.chmod(0o600)
+    return root
+
+
+async def train(
+    recaller: Recaller, queries: Sequence[EvalQuery], settled: asyncio.Event, tick: Callable[[], None]
+) -> tuple[int, int]:
+    """Each query through a real session of ``recaller``: begin, consume the initial point, wait for
+    the recall to settle (``settled`` is set by the recaller's telemetry), consume the tool-result
+    point, finish. Returns (turns, unsettled)."""
+    timeout = (recaller.selector.timeout if recaller.selector is not None else 0.0) + SETTLE_MARGIN_S
+    unsettled = 0
+    for query in queries:
+        settled.clear()
+        session = recaller.session()
+        try:
+            session.begin(query.query)
+            await session.consume("initial")
+            try:
+                async with asyncio.timeout(timeout):
+                    await settled.wait()
+            except TimeoutError:
+                unsettled += 1  # the tool-result point takes what there is, as an agent's would
+            await session.consume("tool_result")
+            session.finish()
+        finally:
+            await session.close()
+        tick()
+    return len(queries), unsettled
+
+
+class _TurnTelemetry:
+    """The learning recaller's telemetry: settles the current turn, counts fallbacks, keeps update times."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.settled = asyncio.Event()
+        self.fallbacks = 0
+        self.learn_ms: list[float] = []
+        self.learn_outcomes: dict[str, int] = {}  # LearnEvent outcome -> count
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, RecallEvent) and event.settled:
+            self.fallbacks += event.fallback is not None
+            self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
+        elif getattr(event, "kind", None) == "learn":  # a LearnEvent (issue 18), read by its field names
+            outcome = str(getattr(event, "outcome", "unknown"))
+            self.learn_outcomes[outcome] = self.learn_outcomes.get(outcome, 0) + 1
+            elapsed = getattr(event, "duration_ms", None)
+            if outcome == "learned" and isinstance(elapsed, (int, float)):
+                self.learn_ms.append(float(elapsed))
+
+
+def fold_split(dataset: EvalDataset, folds: int, fold: int) -> tuple[list[EvalQuery], list[EvalQuery]]:
+    """The queries of ``fold`` (by ``fold_of``) and those of every other fold, each in file order."""
+    mine = [q for q in dataset.queries if fold_of(q.id, folds) == fold]
+    return mine, [q for q in dataset.queries if fold_of(q.id, folds) != fold]
+
+
+def baseline_fold(heuristic: FastHeuristic, dataset: EvalDataset, queries: Sequence[EvalQuery]) -> list[QueryOutcome]:
+    """``queries`` fast-only over the untouched memories: learning off, nothing to train."""
+    return run(_subset(dataset, queries), fast_deliver(heuristic))
+
+
+def _subset(dataset: EvalDataset, queries: Sequence[EvalQuery]) -> EvalDataset:
+    return EvalDataset(dataset.root, dataset.snapshot, tuple(queries))
+
+
+def _learned_file(root: Path) -> tuple[int, int]:
+    """The learned sidecar's size in bytes and its number of lines (0, 0 when there is none)."""
+    path = root / LEARNED_FILE
+    if not path.is_file():
+        return 0, 0
+    data = path.read_bytes()
+    return len(data), sum(1 for line in data.splitlines() if line.strip())
+
+
+async def _learned_fold(
+    dataset: EvalDataset,
+    sidecar: Path | None,
+    selector: SelectorConfig,
+    trained: Sequence[EvalQuery],
+    measured: Sequence[EvalQuery],
+    repeat: bool,
+    tick: Callable[[], None],
+) -> tuple[list[QueryOutcome], list[QueryOutcome], TrainingSummary, int, int]:
+    with tempfile.TemporaryDirectory(prefix="recall-kit-replay-") as tmp:
+        root = copy_memories(dataset, sidecar, Path(tmp))
+        telemetry = _TurnTelemetry(asyncio.get_running_loop())
+        recaller = open_learning_recaller(root, selector, telemetry)
+        try:
+            turns, unsettled = await train(recaller, trained, telemetry.settled, tick)
+            learner = getattr(recaller, "learner", None)
+            if learner is None:
+                raise HarnessError("the Recaller opened with learn=True has no learner")
+            if not await asyncio.to_thread(learner.wait_idle, MODEL_TIMEOUT_S):
+                raise HarnessError(f"the learner did not finish its updates in {MODEL_TIMEOUT_S:g} s")
+            deliver = fast_deliver(recaller.heuristic)
+            learned = run(_subset(dataset, measured), deliver, on_query=lambda _: tick())
+            again = run(_subset(dataset, trained), deliver, on_query=lambda _: tick()) if repeat else []
+        finally:
+            await recaller.aclose()
+        size, lines = _learned_file(root)
+    summary = TrainingSummary(
+        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes)
+    )
+    return learned, again, summary, size, lines
+
+
+def run_replay(
+    dataset: EvalDataset,
+    *,
+    sidecar: Path | None = None,
+    settings: ReplaySettings = ReplaySettings(),
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay ``dataset`` (its snapshot read with ``sidecar``, or without enrichment when None).
+
+    Raises UsageError for settings out of range and HarnessError when this recall_kit cannot learn.
+    """
+    measured_folds = settings.measured()
+    if not learning_available():
+        raise HarnessError("this recall_kit cannot learn yet: open_recaller has no learn= (issue 18)")
+    answers = oracle_answers(dataset, settings.oracle_accuracy, settings.seed)
+    split = {f: fold_split(dataset, settings.folds, f) for f in measured_folds}
+    in_fold = {f: mine for f, (mine, _) in split.items()}
+    trained_of = {f: others for f, (_, others) in split.items()}
+    total = sum(len(dataset.queries) + (len(trained_of[f]) if settings.repeat else 0) for f in measured_folds)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    heuristic = FastHeuristic(dataset.snapshot)
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="recall-kit-oracle-") as tmp:
+            oracle = Path(tmp) / "queries.jsonl"
+            oracle.write_text(
+                "".join(_json_line(line) for line in answers.oracle_lines(dataset.queries)), encoding="utf-8"
+            )
+            with ScriptedChatServer(oracle=oracle) as server:
+                selector = SelectorConfig(base_url=server.base_url, model=_ORACLE_MODEL, timeout=MODEL_TIMEOUT_S)
+                for f in measured_folds:
+                    baseline = baseline_fold(heuristic, dataset, in_fold[f])
+                    learned, again, summary, size, lines = asyncio.run(
+                        _learned_fold(dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick)
+                    )
+                    results.append(FoldResult(f, tuple(baseline), tuple(learned), tuple(again), summary, size, lines))
+    finally:
+        heuristic.close()
+    measured_queries = [q for f in measured_folds for q in in_fold[f]]
+    return ReplayReport(
+        _subset(dataset, measured_queries),
+        settings,
+        measured_folds,
+        tuple(results),
+        None if sidecar is None else str(sidecar),
+        len(answers.wrong),
+    )
+
+
+def _json_line(item: Mapping[str, Any]) -> str:
+    return json.dumps(item, ensure_ascii=False) + "\n"

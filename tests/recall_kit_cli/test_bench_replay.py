@@ -1,0 +1,57 @@
+"""`recall-kit bench replay`: bad arguments are one line and exit 2; with the engine's learning,
+the JSON report's shape (baseline and learned as `bench delivery` reports them, repeat, folds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_support import REPORT_KEYS, RunCli, assert_one_line_error, json_out
+
+from recall_kit_bench import learning_available
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--oracle-accuracy", "1.5"), ("--oracle-accuracy", "0 to 1")),
+        (("--oracle-accuracy", "most"), ("--oracle-accuracy",)),
+        (("--oracle-accuracy", "nan"), ("--oracle-accuracy",)),
+        (("--folds", "1"), ("folds", "at least 2")),
+        (("--folds", "five"), ("--folds", "whole number")),
+        (("--seed", "x"), ("--seed", "whole number")),
+        (("--measure-folds", "0,9"), ("measured folds", "0..4")),
+        (("--measure-folds", ","), ("--measure-folds",)),
+        (("--measure-folds", "1", "--folds", "1"), ("folds",)),
+        (("--enrichment", "x.jsonl", "--no-enrichment"), ("exclude each other",)),
+        (("--enrichment", "missing.jsonl"), ("enrichment sidecar not found",)),
+    ],
+)
+def test_bench_replay_refuses_bad_arguments_in_one_line(
+    run_cli: RunCli, dataset: Path, args: tuple[str, ...], words: tuple[str, ...]
+) -> None:
+    assert_one_line_error(run_cli("bench", "replay", str(dataset), *args), *words)
+
+
+def test_bench_replay_refuses_a_folder_that_is_not_a_dataset(run_cli: RunCli, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("bench", "replay", str(tmp_path)), "is not a dataset")
+
+
+@pytest.mark.skipif(learning_available(), reason="the engine learns: the replay runs (see the test below)")
+def test_bench_replay_without_the_engine_says_it_cannot_learn(run_cli: RunCli, dataset: Path) -> None:
+    assert_one_line_error(run_cli("bench", "replay", str(dataset)), "cannot learn", "learn=")
+
+
+@pytest.mark.skipif(not learning_available(), reason="needs open_recaller(learn=) (issue 18, the lead's part)")
+def test_bench_replay_json_has_baseline_learned_repeat_folds_and_settings(run_cli: RunCli, dataset: Path) -> None:
+    report = json_out(run_cli("bench", "replay", str(dataset), "--repeat", "--oracle-accuracy", "0.8", "--json"))
+    for side in ("baseline", "learned"):
+        assert REPORT_KEYS <= report[side].keys() and "by_kind" in report[side]
+        assert set(report[side]["folds"]["strict_delivery"]) == {"median", "min", "max"}
+    assert REPORT_KEYS <= report["repeat"].keys()
+    assert report["settings"]["oracle_accuracy"] == 0.8 and report["settings"]["wrong_answers"] == 1  # round(0.2 * 5)
+    assert [f["fold"] for f in report["folds"]] == report["settings"]["measured_folds"]
+    assert report["cost"]["sidecar_bytes_per_memory"]["median"] is not None
+    text = run_cli("bench", "replay", str(dataset), "--measure-folds", "1")
+    assert text.returncode == 0 and "base / learned" in text.stdout
