@@ -65,7 +65,6 @@ from recall_kit_bench._replay import (
     baseline_fold,
     copy_memories,
     fold_split,
-    learning_available,
     oracle_answers,
     run_replay,
 )
@@ -121,7 +120,6 @@ __all__ = [
     "generated_snapshot",
     "generated_vocabulary",
     "latency_table",
-    "learning_available",
     "load_dataset",
     "measure_enriched_latency",
     "measure_latency",

@@ -11,7 +11,6 @@ baseline is the same folds over the untouched memories, learning off.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import random
 import shutil
@@ -264,19 +263,11 @@ def _delta(a: Metrics | None, b: Metrics | None, key: str) -> float | None:
     return None if x is None or y is None else x - y
 
 
-def learning_available() -> bool:
-    """Whether this recall_kit's ``open_recaller`` takes ``learn=`` (issue 18)."""
-    return "learn" in inspect.signature(open_recaller).parameters
-
-
 def open_learning_recaller(
     root: Path, selector: SelectorConfig, telemetry: Callable[[Any], object]
 ) -> Recaller:
     """A Recaller over ``root`` that learns from its refined selections (not watched, no index cache)."""
-    options: dict[str, Any] = {"learn": True}  # open_recaller(learn=True), issue 18
-    return open_recaller(
-        [root], selector=selector, watch=False, use_cache=False, telemetry=telemetry, **options
-    )
+    return open_recaller([root], selector=selector, watch=False, use_cache=False, telemetry=telemetry, learn=True)
 
 
 def copy_memories(dataset: EvalDataset, sidecar: Path | None, into: Path) -> Path:
@@ -380,7 +371,7 @@ async def _learned_fold(
         recaller = open_learning_recaller(root, selector, telemetry)
         try:
             turns, unsettled = await train(recaller, trained, telemetry.settled, tick)
-            learner = getattr(recaller, "learner", None)
+            learner = recaller.learner
             if learner is None:
                 raise HarnessError("the Recaller opened with learn=True has no learner")
             if not await asyncio.to_thread(learner.wait_idle, MODEL_TIMEOUT_S):
@@ -409,8 +400,6 @@ def run_replay(
     Raises UsageError for settings out of range and HarnessError when this recall_kit cannot learn.
     """
     measured_folds = settings.measured()
-    if not learning_available():
-        raise HarnessError("this recall_kit cannot learn yet: open_recaller has no learn= (issue 18)")
     answers = oracle_answers(dataset, settings.oracle_accuracy, settings.seed)
     split = {f: fold_split(dataset, settings.folds, f) for f in measured_folds}
     in_fold = {f: mine for f, (mine, _) in split.items()}

@@ -27,7 +27,6 @@ from recall_kit_bench import (
     fast_deliver,
     fold_of,
     fold_split,
-    learning_available,
     load_dataset,
     oracle_answers,
     replay_table,
@@ -258,13 +257,6 @@ def test_repeat_reports_the_trained_prompts_by_kind(dataset_dir: Path) -> None:
     assert "repeat (the trained prompts again" in replay_table(report)
 
 
-@pytest.mark.skipif(learning_available(), reason="the engine learns: the replay runs (see the test below)")
-def test_without_the_engine_the_replay_says_it_cannot_learn(dataset_dir: Path) -> None:
-    with pytest.raises(HarnessError, match="learn="):
-        run_replay(load_dataset(dataset_dir))
-
-
-@pytest.mark.skipif(not learning_available(), reason="needs open_recaller(learn=) (issue 18, the lead's part)")
 def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_dir: Path) -> None:
     dataset = load_dataset(dataset_dir)
     report = run_replay(dataset, settings=ReplaySettings(repeat=True))
