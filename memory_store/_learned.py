@@ -72,7 +72,7 @@ class LearningUpdate:
 
 
 def clean_term(value: object) -> str | None:
-    """``value`` as a learned term (case-folded, no whitespace, control or format characters, at most
+    """``value`` as a learned term (case-folded, no whitespace, markup, control or format characters, at most
     MAX_LEARNED_TERM_CHARS), or None when it is not one. A bad term is dropped, never repaired:
     a repaired term would be another word."""
     if not isinstance(value, str) or not value or len(value) > MAX_LEARNED_TERM_CHARS * 2:
@@ -81,7 +81,7 @@ def clean_term(value: object) -> str | None:
     if len(term) > MAX_LEARNED_TERM_CHARS:
         return None
     for ch in term:
-        if ch.isspace() or unicodedata.category(ch) in _DROP_CATEGORIES:
+        if ch.isspace() or ch in "<>" or unicodedata.category(ch) in _DROP_CATEGORIES:  # <>: never markup
             return None
     return term
 

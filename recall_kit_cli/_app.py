@@ -21,6 +21,7 @@ from recall_kit_cli.commands.bench_latency_cmd import latency
 from recall_kit_cli.commands.cache_cmd import cache
 from recall_kit_cli.commands.config_cmd import config
 from recall_kit_cli.commands.enrich_cmd import enrich
+from recall_kit_cli.commands.learned_cmd import learned
 from recall_kit_cli.commands.list_cmd import list_memories
 from recall_kit_cli.commands.manage_cmd import add, rm, show
 from recall_kit_cli.commands.query_cmd import query
@@ -43,6 +44,13 @@ class RecallKitGroup(click.Group):
         """Parse the arguments (``--help`` and ``--version`` print here) with the same quiet end."""
         with _quiet_when_the_reader_is_gone():
             return super().make_context(info_name, args, parent, **extra)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The two options on one line, so that every command still fits a 24-line screen."""
+        shown = [", ".join(param.opts) for param in self.get_params(ctx) if isinstance(param, click.Option) and not param.hidden]
+        formatter.write_paragraph()
+        formatter.write_text(f"Options: {'  '.join(shown)}")
+        self.format_commands(ctx, formatter)
 
     def invoke(self, ctx: click.Context) -> object:
         """Run the command; a write to a stdout nobody reads any more ends it as done, not as an error."""
@@ -69,7 +77,7 @@ def cli() -> None:
 
 bench.add_command(latency)
 for _command in (
-    list_memories, query, watch, add, show, rm, validate, stats, config, enrich, cache, bench, serve, hook, mcp
+    list_memories, query, watch, add, show, rm, validate, stats, config, enrich, learned, cache, bench, serve, hook, mcp
 ):
     cli.add_command(_command)
 

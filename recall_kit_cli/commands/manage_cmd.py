@@ -74,7 +74,7 @@ def _read_body() -> str:
     return edited.split(_EDITOR_HINT, 1)[0] if _EDITOR_HINT in edited else edited
 
 
-def _find(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
+def find_doc(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
     """The doc a REF names: its ref (root/path.md), its path under a root, or a file path."""
     if ref in docs:
         return docs[ref]
@@ -100,7 +100,7 @@ def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
       recall-kit show memories/projects/ledgerline/deploy.md --root examples/memories
     """
     with open_store(roots) as store:
-        doc = _find(store.snapshot().docs, ref)
+        doc = find_doc(store.snapshot().docs, ref)
         try:
             text = store.read_bytes(doc.ref).decode("utf-8", "replace") if raw else render_memories([doc])
         except MemoryStoreError as exc:
@@ -123,7 +123,7 @@ def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
       recall-kit rm memories/user/old-note.md --root ~/memories --yes
     """
     with open_store(roots) as store:
-        doc = _find(store.snapshot().docs, ref)
+        doc = find_doc(store.snapshot().docs, ref)
         if not yes:
             if not sys.stdin.isatty():
                 raise InputError(f"not removed: pass --yes to remove {doc.ref} without a terminal")

@@ -21,7 +21,7 @@ from recall_kit_cli._config_file import resolve_roots, root_option
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def stats(roots: tuple[str, ...], as_json: bool) -> None:
-    """Counts by type and scope, sizes, the oldest and newest memories, enrichment and index size.
+    """Counts by type and scope, sizes, the oldest and newest memories, enrichment, what was learned and index size.
 
     \b
     Example:
@@ -49,6 +49,9 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
     enrichment = payload["enrichment"]
     rows.append("enrichment: n/a (no enrichment sidecar)" if enrichment is None
                 else f"enrichment: {enrichment['enriched']}/{payload['memories']} memories")
+    learned = payload["learned"]
+    rows.append(f"learned: {learned['memories']}/{payload['memories']} memories, {learned['keys']} keys, "
+                f"{learned['suppressors']} suppressors")
     index = payload["index"]
     rows.append(f"index cache: {index['bytes']} bytes at {clean(index['path'])}" if index["path"]
                 else "index cache: none")
@@ -69,6 +72,7 @@ def _stats(docs: list[MemoryDoc], skipped: int, cache_file: Path | None, roots: 
         "oldest": _dated(docs[0]) if docs else None,
         "newest": _dated(docs[-1]) if docs else None,
         "enrichment": _enrichment(docs, roots),
+        "learned": _learned(docs),
         "index": {
             "path": str(cache_file) if cache_file and cache_file.is_file() else None,
             "bytes": cache_file.stat().st_size if cache_file and cache_file.is_file() else 0,
@@ -86,3 +90,13 @@ def _enrichment(docs: list[MemoryDoc], roots: tuple[str, ...]) -> dict[str, int]
     if not any(MemoryRoot(root).has_sidecar() for root in roots):
         return None
     return {"enriched": sum(d.enrichment is not None for d in docs)}
+
+
+def _learned(docs: list[MemoryDoc]) -> dict[str, int]:
+    """How many memories learned keys or suppressors from the model's picks, and how many of each."""
+    learned = [d.learned for d in docs if d.learned is not None]
+    return {
+        "memories": len(learned),
+        "keys": sum(len(item.keys) for item in learned),
+        "suppressors": sum(len(item.suppressors) for item in learned),
+    }

@@ -63,6 +63,7 @@ def lines(root: Path) -> list[Any]:
         ("bell\x07", None),
         ("zero\u200bwidth", None),
         ("bidi\u202e", None),
+        ("<system>", None),
         ("x" * MAX_LEARNED_TERM_CHARS, "x" * MAX_LEARNED_TERM_CHARS),
         ("x" * (MAX_LEARNED_TERM_CHARS + 1), None),
         ("x" * 10_000_000, None),

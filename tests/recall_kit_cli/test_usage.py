@@ -9,7 +9,7 @@ COMMANDS = [
     (), ("list",), ("query",), ("watch",), ("add",), ("show",), ("rm",), ("validate",), ("stats",), ("config",),
     ("config", "trust"), ("config", "untrust"),
     ("bench",), ("bench", "delivery"), ("bench", "latency"), ("serve",), ("hook",), ("hook", "claude-code"),
-    ("hook", "install"), ("hook", "uninstall"), ("mcp",), ("enrich",),
+    ("hook", "install"), ("hook", "uninstall"), ("mcp",), ("enrich",), ("learned",), ("learned", "clear"),
 ]
 
 
