@@ -28,7 +28,7 @@ BODY_FIELD = 6
 LEARNED_FIELD = 7
 # Ungated top-1 on agent-memories / locomo-dev: 0.898 / 0.623 with these, 0.873 / 0.639 with
 # all weights 1, 0.885 / 0.602 with 4-4-4-1 (bench/bench_heuristic.py, 2026-11-29).
-# The learned field's weight: chosen by `recall-kit bench replay` (see LEARNED_WEIGHT's comment).
+# The learned field's weight: chosen by `recall-kit bench replay` (see the gate's learned settings).
 LEARNED_WEIGHT = 2.0
 FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, LEARNED_WEIGHT)
 
