@@ -191,10 +191,16 @@ class GateSettings:
         the model chose for such words stands behind it."""
         if not words or not any(scored.doc.learned is not None for scored in ranked):
             return tuple(ranked)
-        kept = tuple(scored for scored in ranked if not self._suppressed(scored.doc, words))
-        if ranked and kept and kept[0] is not ranked[0] and not self._learned_for(kept[0].doc, words):
+        kept: list[ScoredDoc] = []
+        for number, scored in enumerate(ranked):
+            if len(kept) == MAX_FAST_DOCS:  # the gate reads no further: the rest stays as ranked, unchecked
+                kept += ranked[number:]
+                break
+            if not self._suppressed(scored.doc, words):
+                kept.append(scored)
+        if kept and kept[0] is not ranked[0] and not self._learned_for(kept[0].doc, words):
             return ()
-        return kept
+        return tuple(kept)
 
     def _suppressed(self, doc: MemoryDoc, words: frozenset[str]) -> bool:
         learned = doc.learned
