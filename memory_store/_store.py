@@ -257,12 +257,17 @@ class MemoryStore:
             for root in self._roots:
                 if root.label in labels:
                     self._state.reload_learned(root)
-            snapshot = self._state.publish(self._snapshot.version + 1)
-            if snapshot is None:
-                return
-            self._swap(snapshot)
-            subscribers = list(self._subscribers)
-        self._notify(subscribers, snapshot)
+            published = self._publish_locked()
+        if published is not None:
+            self._notify(*published)
+
+    def _publish_locked(self) -> tuple[list[Subscriber], Snapshot] | None:
+        # under self._lock: the next snapshot, if anything changed, and whom to tell after the lock
+        snapshot = self._state.publish(self._snapshot.version + 1)
+        if snapshot is None:
+            return None
+        self._swap(snapshot)
+        return list(self._subscribers), snapshot
 
     def _split(self, ref: str) -> tuple[MemoryRoot, str]:
         label, _, rel = ref.partition("/")
@@ -342,12 +347,9 @@ class MemoryStore:
                     if rel and not any(rel == k or rel.startswith(k + "/") for k in kept):
                         self._state.refresh(root, rel)
                 self._state.refresh_links(root)
-            snapshot = self._state.publish(self._snapshot.version + 1)
-            if snapshot is None:
-                return
-            self._swap(snapshot)
-            subscribers = list(self._subscribers)
-        self._notify(subscribers, snapshot)
+            published = self._publish_locked()
+        if published is not None:
+            self._notify(*published)
 
     @staticmethod
     def _notify(subscribers: list[Subscriber], snapshot: Snapshot) -> None:

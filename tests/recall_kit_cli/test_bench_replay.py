@@ -9,8 +9,6 @@ import pytest
 
 from cli_support import REPORT_KEYS, RunCli, assert_one_line_error, json_out
 
-from recall_kit_bench import learning_available
-
 
 @pytest.mark.parametrize(
     "args, words",
@@ -38,12 +36,6 @@ def test_bench_replay_refuses_a_folder_that_is_not_a_dataset(run_cli: RunCli, tm
     assert_one_line_error(run_cli("bench", "replay", str(tmp_path)), "is not a dataset")
 
 
-@pytest.mark.skipif(learning_available(), reason="the engine learns: the replay runs (see the test below)")
-def test_bench_replay_without_the_engine_says_it_cannot_learn(run_cli: RunCli, dataset: Path) -> None:
-    assert_one_line_error(run_cli("bench", "replay", str(dataset)), "cannot learn", "learn=")
-
-
-@pytest.mark.skipif(not learning_available(), reason="needs open_recaller(learn=) (issue 18, the lead's part)")
 def test_bench_replay_json_has_baseline_learned_repeat_folds_and_settings(run_cli: RunCli, dataset: Path) -> None:
     report = json_out(run_cli("bench", "replay", str(dataset), "--repeat", "--oracle-accuracy", "0.8", "--json"))
     for side in ("baseline", "learned"):
