@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -28,6 +28,26 @@ def bench() -> None:
     """
 
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _enrichment_options(verb: str) -> Callable[[_Command], _Command]:
+    """--enrichment FILE and --no-enrichment, as every bench command that reads a dataset takes them."""
+
+    def add(command: _Command) -> _Command:
+        command = click.option(
+            "--no-enrichment", is_flag=True, help=f"{verb} the memories without any enrichment sidecar."
+        )(command)
+        return click.option(
+            "--enrichment",
+            "sidecar",
+            type=click.Path(dir_okay=False),
+            help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
+        )(command)
+
+    return add
+
+
 @bench.command("delivery")
 @click.argument("dataset_dir")
 @click.option("--fast-only", is_flag=True, help="No model stage (the default without --base-url/--model).")
@@ -40,13 +60,7 @@ def bench() -> None:
     help="Lifecycle bench: a scripted oracle model answering after these latencies, e.g. 40,250,600,1500,3000.",
 )
 @click.option("--limit", type=int, help="Only the first N queries.")
-@click.option(
-    "--enrichment",
-    "sidecar",
-    type=click.Path(dir_okay=False),
-    help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
-)
-@click.option("--no-enrichment", is_flag=True, help="Measure the memories without any enrichment sidecar.")
+@_enrichment_options("Measure")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def delivery(
@@ -183,13 +197,7 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
 
 @bench.command("replay")
 @click.argument("dataset_dir")
-@click.option(
-    "--enrichment",
-    "sidecar",
-    type=click.Path(dir_okay=False),
-    help="Enrichment sidecar kept outside the dataset (default: memories/.recall-kit/enrichment.jsonl when present).",
-)
-@click.option("--no-enrichment", is_flag=True, help="Replay the memories without any enrichment sidecar.")
+@_enrichment_options("Replay")
 @click.option("--oracle-accuracy", type=str, default="1", help="Share of the oracle's answers that are right (default 1).")
 @click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
 @click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")

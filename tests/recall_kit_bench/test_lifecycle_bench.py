@@ -6,16 +6,9 @@ from pathlib import Path
 
 from recall_kit_bench import write_eval_dataset
 from recall_kit_bench import run_lifecycle_bench
-from session_support import MEMORIES
+from session_support import EVAL_QUERIES, MEMORIES
 
-QUERIES = [
-    ("q1", "postgres pgbouncer settings for atlas", ["db.md"], "lexical"),
-    ("q2", "deploy atlas to production kubernetes", ["deploy.md"], "lexical"),
-    ("q3", "what should I keep in mind this afternoon before I leave", ["tea.md"], "semantic"),
-    ("q4", "who is on call for billing", ["oncall.md"], "lexical"),
-    ("q5", "which text editor plugins are installed", ["editor.md"], "paraphrase"),
-    ("q6", "the weather in lisbon tomorrow", [], "negative"),
-]
+QUERIES = EVAL_QUERIES
 
 
 def make_dataset(root: Path) -> Path:

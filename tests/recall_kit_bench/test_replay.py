@@ -34,15 +34,10 @@ from recall_kit_bench import (
     run_replay,
     write_eval_dataset,
 )
-from session_support import MEMORIES
+from session_support import EVAL_QUERIES, MEMORIES
 
 QUERIES = [
-    ("q1", "postgres pgbouncer settings for atlas", ["db.md"], "lexical"),
-    ("q2", "deploy atlas to production kubernetes", ["deploy.md"], "lexical"),
-    ("q3", "what should I keep in mind this afternoon before I leave", ["tea.md"], "semantic"),
-    ("q4", "who is on call for billing", ["oncall.md"], "lexical"),
-    ("q5", "which text editor plugins are installed", ["editor.md"], "paraphrase"),
-    ("q6", "the weather in lisbon tomorrow", [], "negative"),
+    *EVAL_QUERIES,
     ("q7", "ship it to staging", ["deploy.md"], "paraphrase"),
     ("q8", "a good sourdough recipe", [], "negative"),
 ]

@@ -24,6 +24,15 @@ MEMORIES: dict[str, tuple[str, str, str]] = {
 }
 SCOPE = "mem"
 DB, DEPLOY, TEA, EDITOR, ONCALL = (f"{SCOPE}/{p}" for p in MEMORIES)
+# (id, query, relevant paths, kind) over MEMORIES: an eval dataset the harness tests write out
+EVAL_QUERIES = [
+    ("q1", "postgres pgbouncer settings for atlas", ["db.md"], "lexical"),
+    ("q2", "deploy atlas to production kubernetes", ["deploy.md"], "lexical"),
+    ("q3", "what should I keep in mind this afternoon before I leave", ["tea.md"], "semantic"),
+    ("q4", "who is on call for billing", ["oncall.md"], "lexical"),
+    ("q5", "which text editor plugins are installed", ["editor.md"], "paraphrase"),
+    ("q6", "the weather in lisbon tomorrow", [], "negative"),
+]
 FAST_DB_QUERY = "postgres pgbouncer settings for atlas"  # the heuristic answers mem/db.md
 NO_FAST_QUERY = "what should I keep in mind this afternoon before I leave"  # heuristic: nothing
 
