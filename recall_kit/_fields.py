@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from memory_store import MemoryDoc
 from recall_kit._corpus import analyse_corpus
-from recall_kit._index import FieldIndex
+from recall_kit._index import B, FieldIndex
 from recall_kit._tokenize import analyze_terms
 
 # Field order in the index (the body last); the head fields say what a memory is "about".
@@ -31,13 +31,17 @@ LEARNED_FIELD = 7
 # The learned field's weight: chosen by `recall-kit bench replay` (see the gate's learned settings).
 LEARNED_WEIGHT = 2.0
 FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, LEARNED_WEIGHT)
+# Length normalisation per field: BM25's usual b, except for the learned words. Most memories have
+# none, so their average length is near 0 and normalising by it buried a memory that learned four
+# words among 27 that learned nothing (its learned match scored below a stray body word).
+FIELD_B = (B,) * 7 + (0.0,)
 
 
 def build_index(docs: Mapping[str, MemoryDoc], field_weights: Sequence[float] = FIELD_WEIGHTS) -> FieldIndex:
     """A FieldIndex of ``docs``, analysed and packed in one pass."""
     refs = sorted(docs)
     texts = [doc_texts(docs[ref]) for ref in refs]
-    return FieldIndex.from_corpus(field_weights, analyse_corpus(refs, texts, len(FIELDS)))
+    return FieldIndex.from_corpus(field_weights, analyse_corpus(refs, texts, len(FIELDS)), b=FIELD_B)
 
 
 def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:

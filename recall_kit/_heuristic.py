@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit._fields import BODY_FIELD, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
+from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
 from recall_kit._index import FieldIndex
 from recall_kit._kinds import Strategy
@@ -64,7 +64,7 @@ class FastHeuristic:
         self._field_weights = tuple(field_weights)
         self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
         self._update_lock = threading.Lock()  # serialises updates; never taken by a query
-        self._index = FieldIndex(self._field_weights)
+        self._index = FieldIndex(self._field_weights, b=FIELD_B)
         self._docs: Mapping[str, MemoryDoc] = {}
         self._pairs: dict[str, array[int]] = {}  # ref -> its body's adjacent pairs (filled lazily from a cache)
         self._version = -1

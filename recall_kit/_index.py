@@ -95,13 +95,19 @@ class FieldIndex:
         field_weights: Sequence[float],
         *,
         k1: float = K1,
-        b: float = B,
+        b: float | Sequence[float] = B,
         compact_min_postings: int = COMPACT_MIN_POSTINGS,
     ) -> None:
+        """``b``: the length normalisation, one for all fields or one per field (0: a field's length
+        does not count, for a field most documents leave empty)."""
         n_fields = len(field_weights)
         self.field_weights = tuple(field_weights)
         self.k1 = k1
-        self.b = b
+        self.b = b if isinstance(b, (int, float)) else tuple(b)
+        field_b = (float(b),) * n_fields if isinstance(b, (int, float)) else tuple(float(x) for x in b)
+        if len(field_b) != n_fields:
+            raise ValueError(f"b: {len(field_b)} given, one per field ({n_fields})")
+        self._field_b = np.array(field_b, dtype=np.float64)
         self.compact_min_postings = compact_min_postings
         self.terms: list[str] = []  # term id -> term
         self.term_ids: dict[str, int] = {}
@@ -441,8 +447,8 @@ class FieldIndex:
     def _field_tf(self, ids: np.ndarray, tfs: np.ndarray, n: int) -> np.ndarray:
         """tf~ of each posting: its field frequencies, weighted and length-normalised, summed."""
         # Field by field in order, as the formula reads: a field a term is absent from adds exactly 0.0.
-        b_over_avg = np.array([self.b / (total / n) if total else 0.0 for total in self.total_lengths])
-        parts = self._weights * tfs / ((1.0 - self.b) + b_over_avg * self._lengths[ids])
+        b_over_avg = np.array([b / (total / n) if total else 0.0 for b, total in zip(self._field_b, self.total_lengths)])
+        parts = self._weights * tfs / ((1.0 - self._field_b) + b_over_avg * self._lengths[ids])
         tf: np.ndarray = parts[:, 0].copy()
         for field in range(1, parts.shape[1]):
             tf += parts[:, field]

@@ -49,7 +49,7 @@ from recall_kit._cache_file import (
     save,
     usable_cache,
 )
-from recall_kit._fields import FIELD_WEIGHTS, build_index, doc_fields
+from recall_kit._fields import FIELD_B, FIELD_WEIGHTS, build_index, doc_fields
 from recall_kit._heuristic import FastHeuristic
 from recall_kit._index import FieldIndex
 
@@ -229,7 +229,7 @@ def _index_for(snapshot: Snapshot, cached: Cached | None, reused: Set[str]) -> t
             index = FieldIndex.from_state({**table["index"], **arrays})
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             _log.warning("recall-kit: index cache ignored: %s", exc)
-    if index is None or index.field_weights != FIELD_WEIGHTS:
+    if index is None or index.field_weights != FIELD_WEIGHTS or index.b != FIELD_B:
         return build_index(snapshot.docs), True
     unchanged = index.ids.keys() & reused  # reused: refs of the snapshot whose cached entry still holds
     stale = sorted(index.ids.keys() - unchanged)

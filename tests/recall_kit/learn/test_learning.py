@@ -174,3 +174,21 @@ def test_deleting_a_memory_prunes_what_was_learned_for_it(root: Path, server: Sc
         _turn(recaller, log, "which colours does the vim of priya show")
     paths = [json.loads(line)["path"] for line in (root / LEARNED).read_text().splitlines()]
     assert paths == ["editor.md"]
+
+
+def test_one_memory_that_learned_among_many_that_did_not_is_found(tmp_path: Path) -> None:
+    # Most memories learn nothing: the learned field's length is not normalised by its near-zero average.
+    import shutil
+
+    from memory_store import LearningUpdate, MemoryStore
+    from recall_kit import FastHeuristic
+
+    root = tmp_path / "memories"
+    shutil.copytree(Path(__file__).resolve().parents[3] / "examples" / "memories", root)
+    prompt = "push the bookkeeping thing live on friday"
+    with MemoryStore.open(root, watch=False) as store:
+        heuristic = FastHeuristic(store)
+        assert heuristic.recall(prompt).docs == ()
+        store.record_learning("memories", [LearningUpdate("projects/ledgerline/deploy.md", keys=learnable_words(prompt).keys)])
+        assert [s.doc.ref for s in heuristic.recall(prompt).docs] == ["memories/projects/ledgerline/deploy.md"]
+        heuristic.close()

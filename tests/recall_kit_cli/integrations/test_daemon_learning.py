@@ -1,0 +1,76 @@
+"""`recall-kit serve --learn`: the daemon's sessions feed the model's validated answers back to the
+roots' learned files, which the next prompt's fast stage reads; without it nothing is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration_support import Daemon, Env, wait_for
+from recall_kit.testing import Reply, ScriptedChatServer
+
+PROMPT = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
+DEPLOY = "memories/projects/ledgerline/deploy.md"
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer(default=Reply.select(DEPLOY)) as started:
+        yield started
+
+
+def _daemon(env: Env, server: ScriptedChatServer, *args: str) -> Daemon:
+    env.vars.update(RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
+    env.vars.pop("RECALL_KIT_LEARN", None)
+    return Daemon(env, *args)
+
+
+def _turn(env: Env, memories: Path, session: str) -> tuple[Any, Any]:
+    """One turn: what the initial point got, and the refined delivery once it arrived."""
+    begin = {"op": "begin", "session": session, "roots": [str(memories)], "query": PROMPT}
+    initial = env.request(begin, {"op": "consume", "session": session, "point": "initial"})[1]["delivery"]
+    later: list[Any] = []
+
+    def refined() -> bool:
+        got = env.request({"op": "consume", "session": session, "point": "tool_result"})[0]["delivery"]
+        later.append(got)
+        return got is not None
+
+    if initial is None or initial["phase"] != "refined":
+        wait_for(refined, "the model's refined delivery")
+    return initial, (initial if initial is not None and initial["phase"] == "refined" else later[-1])
+
+
+def test_serve_learn_keeps_the_models_choice_for_the_next_prompt(env: Env, memories: Path, server: ScriptedChatServer) -> None:
+    daemon = _daemon(env, server, "--learn")
+    try:
+        initial, refined = _turn(env, memories, "a")
+        assert (initial is None or initial["phase"] == "refined") and refined["refs"] == [DEPLOY]
+        learned = memories / ".recall-kit" / "learned.jsonl"
+        wait_for(lambda: learned.exists() and "projects/ledgerline/deploy.md" in learned.read_text(), "the learned file")
+        keys = {key[0] for key in json.loads(learned.read_text())["keys"]}
+        assert {"bookkeeping", "push", "live"} <= keys and PROMPT not in learned.read_text()
+        # the watched store takes the daemon's own write in; a new session's fast stage delivers it
+        def fast_delivers() -> bool:
+            begin = {"op": "begin", "session": "b", "roots": [str(memories)], "query": PROMPT}
+            got = env.request(begin, {"op": "consume", "session": "b", "point": "initial"})[1]["delivery"]
+            env.request({"op": "close_session", "session": "b"})
+            return got is not None and got["phase"] == "fast" and got["refs"] == [DEPLOY]
+
+        wait_for(fast_delivers, "the fast stage to deliver what was learned")
+    finally:
+        daemon.stop()
+
+
+def test_serve_without_learn_writes_nothing(env: Env, memories: Path, server: ScriptedChatServer) -> None:
+    daemon = _daemon(env, server)
+    try:
+        _, refined = _turn(env, memories, "a")
+        assert refined["refs"] == [DEPLOY]
+    finally:
+        daemon.stop()
+    assert not (memories / ".recall-kit" / "learned.jsonl").exists()
