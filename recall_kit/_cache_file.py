@@ -218,16 +218,8 @@ def save(path: Path, roots: Sequence[str | os.PathLike[str]], snapshot: Snapshot
     for part in payload[1:]:
         crc = zlib.crc32(part, crc)
     with private_lock(path.with_suffix(_LOCK_SUFFIX)):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")  # 0600
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(_MAGIC + _VERSION_LINE + _SIZES_LINE.format(table_crc=zlib.crc32(table), crc=crc, table=len(table)).encode())
-                out.writelines(payload)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        head = _MAGIC + _VERSION_LINE + _SIZES_LINE.format(table_crc=zlib.crc32(table), crc=crc, table=len(table)).encode()
+        _replace(path, [head, *payload])
         _write_stamp(path, roots)
     evict(path.parent, keep=path)
 
@@ -242,12 +234,16 @@ def stamp_path(path: Path) -> Path:
 
 def _write_stamp(path: Path, roots: Sequence[str | os.PathLike[str]]) -> None:
     stamp = stamp_path(path)
-    text = json.dumps({"roots": root_paths(roots)}).encode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=stamp.name + ".", suffix=".tmp")
+    _replace(stamp, [json.dumps({"roots": root_paths(roots)}).encode()])
+
+
+def _replace(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
+    # a temporary file beside ``path`` (0600, mkstemp's mode), written whole, then renamed over it
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(text)
-        os.replace(tmp, stamp)
+            out.writelines(chunks)
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

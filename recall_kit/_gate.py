@@ -188,8 +188,9 @@ class GateSettings:
     def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
         """``ranked`` without the documents the model left out for a prompt like this one (``words``:
         the prompt's, as ``prompt_words`` gives them); nothing when that was the best and no document
-        the model chose for such words stands behind it."""
-        if not words or not any(scored.doc.learned is not None for scored in ranked):
+        the model chose for such words stands behind it. (FastHeuristic calls it only when a ranked
+        document has learned something, so a store without learning pays nothing for it.)"""
+        if not words:
             return tuple(ranked)
         kept: list[ScoredDoc] = []
         for number, scored in enumerate(ranked):

@@ -99,10 +99,11 @@ class FastHeuristic:
             adjacent = adjacent_slots(tokens, slots)
             terms = query_terms(slots)
             hits, scanned = index.score(terms, limit=RANKED_LIMIT + len(exclude))
-            ranked = self.gate.unsuppressed(
-                [ScoredDoc(docs[hit.ref], hit.score) for hit in hits if hit.ref not in exclude][:RANKED_LIMIT],
-                frozenset(prompt_words(tokens)),
+            ranked = tuple(
+                [ScoredDoc(docs[hit.ref], hit.score) for hit in hits if hit.ref not in exclude][:RANKED_LIMIT]
             )
+            if any(scored.doc.learned is not None for scored in ranked):  # the prompt's words only when they can matter
+                ranked = self.gate.unsuppressed(ranked, frozenset(prompt_words(tokens)))
             evidence = [
                 doc_evidence(
                     index, slots, scored.doc.ref, adjacent, self._body_pairs_of(scored.doc.ref) if adjacent else None
