@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import sidecar_path
-from recall_kit import FastHeuristic, Recaller, RecallEvent, SelectorConfig, UsageError, open_recaller
+from memory_store import LEARNED_PATH, sidecar_path
+from recall_kit import FastHeuristic, LearnEvent, Recaller, RecallEvent, SelectorConfig, UsageError, open_recaller
 from recall_kit.testing import ScriptedChatServer
 from recall_kit.turns import SETTLE_MARGIN_S
 from recall_kit_bench._datasets import DATASET_SCOPE, EvalDataset, EvalQuery
@@ -39,7 +39,6 @@ from recall_kit_bench._evaluation import (
 from recall_kit_bench._reports import METRIC_KEYS, DeliveryReport, Spread
 
 REPLAY_FOLDS = 5
-LEARNED_FILE = Path(".recall-kit", "learned.jsonl")  # memory_store.LEARNED_PATH, per root
 MODEL_TIMEOUT_S = 30.0  # the selector's default deadline: the scripted oracle answers at once
 _ORACLE_MODEL = "scripted-oracle"
 
@@ -324,12 +323,10 @@ class _TurnTelemetry:
         if isinstance(event, RecallEvent) and event.settled:
             self.fallbacks += event.fallback is not None
             self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
-        elif getattr(event, "kind", None) == "learn":  # a LearnEvent (issue 18), read by its field names
-            outcome = str(getattr(event, "outcome", "unknown"))
-            self.learn_outcomes[outcome] = self.learn_outcomes.get(outcome, 0) + 1
-            elapsed = getattr(event, "duration_ms", None)
-            if outcome == "learned" and isinstance(elapsed, (int, float)):
-                self.learn_ms.append(float(elapsed))
+        elif isinstance(event, LearnEvent):
+            self.learn_outcomes[event.outcome] = self.learn_outcomes.get(event.outcome, 0) + 1
+            if event.outcome == "learned":
+                self.learn_ms.append(event.duration_ms)
 
 
 def fold_split(dataset: EvalDataset, folds: int, fold: int) -> tuple[list[EvalQuery], list[EvalQuery]]:
@@ -349,7 +346,7 @@ def _subset(dataset: EvalDataset, queries: Sequence[EvalQuery]) -> EvalDataset:
 
 def _learned_file(root: Path) -> tuple[int, int]:
     """The learned sidecar's size in bytes and its number of lines (0, 0 when there is none)."""
-    path = root / LEARNED_FILE
+    path = root / LEARNED_PATH
     if not path.is_file():
         return 0, 0
     data = path.read_bytes()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from memory_store import MemoryStore, sidecar_path
-from recall_kit import FastHeuristic, ModelSelector, RecallEvent, SelectorConfig, UsageError, open_recaller
+from recall_kit import FastHeuristic, LearnEvent, ModelSelector, RecallEvent, SelectorConfig, UsageError, open_recaller
 from recall_kit.testing import ScriptedChatServer
 from recall_kit_bench import (
     DeliveryReport,
@@ -270,8 +271,6 @@ def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_di
 
 
 def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_events() -> None:
-    from types import SimpleNamespace
-
     from recall_kit_bench._replay import _TurnTelemetry
 
     async def go() -> _TurnTelemetry:
@@ -279,8 +278,10 @@ def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_event
         settled = RecallEvent(session_id="s1", handle_id=1, query_chars=3, docs_scanned=1, docs_selected=0,
                               strategy="model", fast_ms=0.1, model_ms=1.0, settled=True)
         telemetry(settled)
-        telemetry(SimpleNamespace(kind="learn", outcome="learned", duration_ms=2.5))
-        telemetry(SimpleNamespace(kind="learn", outcome="skipped", duration_ms=0.0))  # no update: no time
+        learned = LearnEvent(outcome="learned", reason=None, taught=("m/a.md",), suppressed=(), words=3, dropped=0,
+                             duration_ms=2.5)
+        telemetry(learned)
+        telemetry(dataclasses.replace(learned, outcome="skipped", reason="nothing to teach", duration_ms=0.0))  # no time
         await asyncio.wait_for(telemetry.settled.wait(), 1)
         return telemetry
 
