@@ -1,10 +1,15 @@
 """What the model's refined selections taught, per memory: learned keys and suppressors, kept beside the memories.
 
 One JSON object a line: ``{"path": <POSIX path relative to the root>, "keys": [[term, count, seen], ...],
-"suppressors": [[[term, ...], count, seen], ...]}``; other keys are ignored. Keyed by path, not by
-content hash: what was learned for a memory survives its edits. Every line is untrusted: validated
-and cleaned on the way in and on the way out, and bounded (MAX_LEARNED_KEYS keys, MAX_SUPPRESSORS
-suppressors, MAX_LEARNED_TERMS terms a suppressor, MAX_LEARNED_TERM_CHARS characters a term).
+"suppressors": [[[term, ...], count, seen], ...]}``; other keys are ignored. The file is a log: an
+update appends the whole new entry of each memory it changed, a later line for a path replaces the
+earlier one, and a line that keeps nothing (``{"path": ...}`` alone) forgets the path. It is
+compacted (rewritten with one line a memory) when superseded lines make up half of it, and whenever
+a memory is forgotten. Keyed by
+path, not by content hash: what was learned for a memory survives its edits. Every line is
+untrusted: validated and cleaned on the way in and on the way out, and bounded (MAX_LEARNED_KEYS
+keys, MAX_SUPPRESSORS suppressors, MAX_LEARNED_TERMS terms a suppressor, MAX_LEARNED_TERM_CHARS
+characters a term).
 """
 
 from __future__ import annotations
@@ -168,7 +173,7 @@ def merge_updates(
     Raises ValueError naming the path when an update is not one or its path is invalid; nothing is
     applied then.
     """
-    when = time.time() if now is None else now
+    when = round(time.time() if now is None else now, 3)  # to the millisecond, as the file keeps it
     merged: dict[str, LearnedEntry | None] = {}
     for update in updates:
         if not isinstance(update, LearningUpdate):
@@ -196,29 +201,50 @@ def entry_line(entry: LearnedEntry) -> str:
     """The entry as one line of the file, newline included."""
     obj = {
         "path": entry.path,
-        "keys": [[k.term, k.count, round(k.seen)] for k in entry.keys],
-        "suppressors": [[sorted(terms), count, round(seen)] for terms, count, seen in entry.suppressors],
+        "keys": [[k.term, k.count, round(k.seen, 3)] for k in entry.keys],
+        "suppressors": [[sorted(terms), count, round(seen, 3)] for terms, count, seen in entry.suppressors],
     }
     return json.dumps(obj, separators=(",", ":")) + "\n"  # ASCII escapes: any path round-trips
 
 
-def parse_learned(data: bytes) -> tuple[dict[str, LearnedEntry], list[SidecarProblem]]:
-    """Parse the file's bytes: (relative path -> entry, problems, the first MAX_REPORTED_PROBLEMS and a
-    count of the rest). A bad line never hides the good ones."""
-    entries: dict[str, LearnedEntry] = {}
+@dataclass
+class LogRead:
+    """What reading (part of) the log found: the problems, the paths its lines set or forgot, how many
+    lines it read and how many bytes. A last line without its newline is read only when it is a whole
+    entry; otherwise it is neither read nor reported (a writer may be appending it, or a crash cut it
+    short, and the next compaction drops it)."""
+
+    problems: list[SidecarProblem]
+    touched: set[str]
+    lines: int
+    consumed: int
+
+
+def parse_learned(
+    data: bytes, entries: dict[str, LearnedEntry] | None = None, first_line: int = 1
+) -> tuple[dict[str, LearnedEntry], LogRead]:
+    """Apply the log's bytes, in order, to ``entries`` (in place; a new dict by default):
+    (relative path -> entry, what was read). The problems are the first MAX_REPORTED_PROBLEMS and a
+    count of the rest, numbered from ``first_line``. A bad line never hides the good ones."""
+    entries = {} if entries is None else entries
     problems: list[SidecarProblem] = []
+    touched: set[str] = set()
     more = 0
     first_unlisted = 0
-    for number, line in enumerate(data.split(b"\n"), 1):
+    lines = data.split(b"\n")
+    consumed = len(data)
+    for number, line in enumerate(lines, first_line):
         if not line.strip():
             continue
+        if number - first_line == len(lines) - 1 and not _whole_json(line):
+            consumed -= len(line)  # an unfinished last line: read again once it is finished
+            break
         reason = None
-        entry: LearnedEntry | None = None
         if len(line) > MAX_LEARNED_LINE_BYTES:
             reason = f"line is {len(line)} bytes, over the {MAX_LEARNED_LINE_BYTES}-byte limit"
         else:
             try:
-                entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
+                path, entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
             except UnicodeDecodeError as exc:
                 reason = f"invalid UTF-8 at byte {exc.start} of the line"
             except ValueError as exc:
@@ -226,8 +252,11 @@ def parse_learned(data: bytes) -> tuple[dict[str, LearnedEntry], list[SidecarPro
             except Exception as exc:  # RecursionError on deep nesting, and the like: still one bad line
                 reason = f"not valid JSON ({type(exc).__name__})"
         if reason is None:
+            touched.add(path)
             if entry is not None:
-                entries[entry.path] = entry  # a later line for the same path wins
+                entries[path] = entry  # a later line for the same path wins
+            else:
+                entries.pop(path, None)  # a line that keeps nothing forgets the path
         elif len(problems) < MAX_REPORTED_PROBLEMS:
             problems.append((number, reason))
         else:
@@ -235,11 +264,19 @@ def parse_learned(data: bytes) -> tuple[dict[str, LearnedEntry], list[SidecarPro
             first_unlisted = first_unlisted or number
     if more:
         problems.append((first_unlisted, f"and {more} more bad lines from here on, not listed"))
-    return entries, problems
+    return entries, LogRead(problems, touched, len(lines) - 1, consumed)
 
 
-def _entry(obj: Any) -> LearnedEntry | None:
-    """A line's entry, cleaned; None when nothing in it is kept; ValueError when it is not an entry."""
+def _whole_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except Exception:  # a cut line fails in any of several ways
+        return False
+    return True
+
+
+def _entry(obj: Any) -> tuple[str, LearnedEntry | None]:
+    """A line's path and entry, cleaned (None when nothing in it is kept); ValueError when it is not an entry."""
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     path = _valid_path(obj.get("path"))
@@ -265,8 +302,8 @@ def _entry(obj: Any) -> LearnedEntry | None:
                 if old_s is None or (count, seen) > old_s[1:]:
                     sups[terms] = (terms, count, seen)
     if not keys and not sups:
-        return None
-    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
+        return path, None
+    return path, bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
 
 
 def oldest_first(entries: Iterable[LearnedEntry]) -> list[str]:

@@ -58,6 +58,7 @@ class StoreState:
         self.learned_files = dict(learned or {})  # label -> learned file; a root without one learns nothing
         self._learned: dict[str, dict[str, Learned]] = {root.label: {} for root in roots}
         self._learned_entries: dict[str, dict[str, LearnedEntry]] = {root.label: {} for root in roots}
+        self._learned_versions: dict[str, int] = {}  # label -> the version of its learned file last read
         self._learned_errors: dict[str, SkippedFile] = {}  # their own: the sidecar folder's refusal may be in both
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}  # as read, unenriched
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
@@ -247,18 +248,33 @@ class StoreState:
             return
         label = root.label
         refused = learned_file.refusal()
-        entries, problems = learned_file.read() if refused is None else ({}, [])
+        read = learned_file.read_changes(self._learned_versions.get(label)) if refused is None else None
+        problems = read.problems if read is not None else []
         for ref in [ref for ref, err in self._learned_errors.items() if err.scope == label]:
             del self._learned_errors[ref]
         located = [(f"{LEARNED_PATH}:{line}" if line else LEARNED_PATH, reason) for line, reason in problems]
         for where, reason in [refused] if refused is not None else located:
             err = SkippedFile(label, where, reason)
             self._learned_errors[err.ref] = err
-        # An entry the file did not change is the same object as last time: only the others are looked at.
-        old_entries, self._learned_entries[label] = self._learned_entries[label], entries
+        if read is None or read.entries is not None:
+            # An entry the file did not change is the same object as last time: only the others are looked at.
+            entries = read.entries if read is not None and read.entries is not None else {}
+            old_entries, self._learned_entries[label] = self._learned_entries[label], entries
+            changed = [rel for rel, entry in entries.items() if old_entries.get(rel) is not entry]
+            changed += old_entries.keys() - entries.keys()
+        else:  # the file told what changed since the version last read: at 10,000 memories, no full pass
+            entries = self._learned_entries[label]
+            for rel, entry in read.delta.items():
+                if entry is None:
+                    entries.pop(rel, None)
+                else:
+                    entries[rel] = entry
+            changed = list(read.delta)
+        if read is not None:
+            self._learned_versions[label] = read.version
+        else:
+            self._learned_versions.pop(label, None)
         learned = self._learned[label]
-        changed = [rel for rel, entry in entries.items() if old_entries.get(rel) is not entry]
-        changed += old_entries.keys() - entries.keys()
         raw_entries = self._entries[label]
         for rel in changed:
             entry = entries.get(rel)

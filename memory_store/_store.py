@@ -66,6 +66,7 @@ class MemoryStore:
         self._watcher: Watcher | None = None
         self._closed = False
         self._live: dict[str, set[str]] = {}  # label -> its memories' paths in the current snapshot, once asked
+        self._live_frozen: dict[str, frozenset[str]] = {}  # the same, one object while they are unchanged
 
     @classmethod
     def open(
@@ -218,12 +219,16 @@ class MemoryStore:
     def _live_paths(self, label: str) -> frozenset[str]:
         """The relative paths of root ``label``'s memories in the current snapshot (kept current by ``_swap``)."""
         with self._lock:
+            frozen = self._live_frozen.get(label)
+            if frozen is not None:
+                return frozen  # the same object until they change: the learned file skips a prune it has done
             live = self._live.get(label)
             if live is None:
                 prefix = label + "/"
                 live = {ref[len(prefix) :] for ref in self._snapshot.docs.keys() if ref.startswith(prefix)}
                 self._live[label] = live
-            return frozenset(live)
+            frozen = self._live_frozen[label] = frozenset(live)
+            return frozen
 
     def clear_learning(self, label: str | None = None, paths: Iterable[str] | None = None) -> int:
         """Forget what was learned for ``paths`` (relative to root ``label``; None: all) of root ``label``
@@ -362,8 +367,12 @@ class MemoryStore:
     def _swap(self, snapshot: Snapshot) -> None:
         for label, live in self._live.items():  # by the delta: a full pass costs ms at 10,000 memories
             prefix = label + "/"
+            before = len(live)
             live.difference_update(ref[len(prefix) :] for ref in snapshot.removed if ref.startswith(prefix))
+            gone = before - len(live)
             live.update(ref[len(prefix) :] for ref in snapshot.changed if ref.startswith(prefix))
+            if gone or len(live) != before:
+                self._live_frozen.pop(label, None)
         with self._published:
             self._snapshot = snapshot
             self._published.notify_all()

@@ -159,7 +159,7 @@ def test_hostile_terms_never_reach_a_doc_or_the_file(root: Path) -> None:
 
 # --- killed writers, other processes -------------------------------------------------------------
 
-_KILLED_WRITER = """
+_KILLED_COMPACTION = """
 import os, sys, time
 from memory_store import LearningUpdate, MemoryRoot
 def stuck(fd):  # the new file is written, not yet renamed: the lock is held
@@ -170,11 +170,13 @@ MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("b.md", keys=("never",))
 """
 
 
-def test_a_writer_killed_while_holding_the_lock_leaves_the_old_file_whole(root: Path) -> None:
+def test_a_writer_killed_mid_compaction_leaves_the_old_file_whole(root: Path) -> None:
     files = MemoryRoot(root)
     files.record_learning([LearningUpdate("a.md", keys=("kept",))])
+    with (root / LEARNED_PATH).open("ab") as log:
+        log.write(b"not json\n")  # a bad line: the next update compacts the file to drop it
     before = (root / LEARNED_PATH).read_bytes()
-    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root)], stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_COMPACTION, str(root)], stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
         os.kill(writer.pid, signal.SIGKILL)
@@ -183,7 +185,56 @@ def test_a_writer_killed_while_holding_the_lock_leaves_the_old_file_whole(root: 
     assert (root / LEARNED_PATH).read_bytes() == before
     files.record_learning([LearningUpdate("b.md", keys=("next",))])  # the dead writer's lock went with it
     assert sorted(files.read_learning()[0]) == ["a.md", "b.md"]
+    assert b"not json" not in (root / LEARNED_PATH).read_bytes()
     assert scan(root)[0]["mem/b.md"] == Learned(("next",))  # its stray temp file is hidden: never a memory
+
+
+_KILLED_APPEND = """
+import os, sys, time
+from memory_store import LearningUpdate, MemoryRoot
+real_write = os.write
+def torn(fd, data):  # half the new line reaches the file, then the writer dies holding the lock
+    real_write(fd, bytes(data[: len(data) // 2]))
+    print("writing", flush=True)
+    time.sleep(120)
+os.write = torn
+MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("b.md", keys=("never",))])
+"""
+
+
+def test_a_writer_killed_mid_append_costs_only_its_own_line(root: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("kept",))])
+    before = (root / LEARNED_PATH).read_bytes()
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_APPEND, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.wait(timeout=30)
+    torn = (root / LEARNED_PATH).read_bytes()
+    assert torn.startswith(before) and len(torn) > len(before) and not torn.endswith(b"\n")
+    fresh = MemoryRoot(root)  # nothing kept from before: it reads the file as it is
+    entries, problems = fresh.read_learning()
+    assert sorted(entries) == ["a.md"] and problems == []  # the cut line is not read, and is no error
+    fresh.record_learning([LearningUpdate("b.md", keys=("next",))])  # the dead writer's lock went with it
+    entries, problems = MemoryRoot(root).read_learning()
+    assert problems == [] and {p: e.learned for p, e in entries.items()} == {
+        "a.md": Learned(("kept",)), "b.md": Learned(("next",))
+    }
+    assert b"never" not in (root / LEARNED_PATH).read_bytes()  # the cut line went with the compaction
+
+
+def test_a_learned_file_hard_linked_elsewhere_is_replaced_never_appended_to(root: Path, tmp_path: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("kept",))])
+    elsewhere = tmp_path / "users-own-file"
+    os.link(root / LEARNED_PATH, elsewhere)  # the log's inode now has a second name outside the root
+    before = elsewhere.read_bytes()
+    files.record_learning([LearningUpdate("b.md", keys=("next",))])
+    assert elsewhere.read_bytes() == before  # a compaction wrote a new file of our own instead
+    assert os.stat(root / LEARNED_PATH).st_nlink == 1
+    assert sorted(MemoryRoot(root).read_learning()[0]) == ["a.md", "b.md"]
 
 
 _OTHER_PROCESS = """

@@ -35,6 +35,7 @@ from memory_store import (
     decode_doc,
     encode_doc,
 )
+from memory_store._files import COMPACT_MIN_BYTES, MAX_KEPT_CHANGES
 from memory_store._learned import merge_updates
 
 Open = Callable[..., MemoryStore]
@@ -179,7 +180,7 @@ def test_the_file_is_one_object_a_line_mode_0600_and_never_holds_more_than_terms
     (obj,) = lines(tmp_path)
     assert set(obj) == {"path", "keys", "suppressors"} and obj["path"] == "a.md"
     ((term, count, seen),) = obj["keys"]
-    assert (term, count) == ("staging", 1) and isinstance(seen, int)  # whole seconds: enough to order by
+    assert (term, count) == ("staging", 1) and seen == round(seen, 3)  # to the millisecond: enough to order by
     assert [s[:2] for s in obj["suppressors"]] == [[["a", "b"], 1]]
 
 
@@ -232,6 +233,87 @@ def test_a_change_by_another_writer_is_read_not_the_kept_parse(tmp_path: Path) -
     MemoryRoot(tmp_path).record_learning([LearningUpdate("b.md", keys=("theirs",))])  # its own kept parse
     files.record_learning([LearningUpdate("a.md", keys=("again",))])
     assert sorted(files.read_learning()[0]) == ["a.md", "b.md"]
+
+
+# --- the file as a log ------------------------------------------------------------------------------
+
+
+def test_an_update_appends_the_entries_it_changed_and_a_later_line_wins(tmp_path: Path) -> None:
+    files = MemoryRoot(tmp_path)
+    files.record_learning([LearningUpdate(p, keys=("k",)) for p in ("a.md", "b.md")])
+    before = (tmp_path / LEARNED_PATH).read_bytes()
+    inode = os.stat(tmp_path / LEARNED_PATH).st_ino
+    files.record_learning([LearningUpdate("a.md", keys=("more",))])
+    after = (tmp_path / LEARNED_PATH).read_bytes()
+    assert after.startswith(before) and os.stat(tmp_path / LEARNED_PATH).st_ino == inode
+    (appended,) = after[len(before) :].splitlines()
+    assert json.loads(appended)["path"] == "a.md"
+    entries, problems = MemoryRoot(tmp_path).read_learning()  # a reader with nothing kept
+    assert problems == [] and [k.term for k in entries["a.md"].keys] == ["more", "k"]  # the most recent first
+    assert [k.term for k in entries["b.md"].keys] == ["k"]
+
+
+def test_the_log_is_compacted_once_superseded_lines_are_half_of_it(tmp_path: Path) -> None:
+    files = MemoryRoot(tmp_path)
+    log = tmp_path / LEARNED_PATH
+    files.record_learning([LearningUpdate("a.md", keys=("k",))])
+    sizes = []
+    for i in range(3000):  # each line supersedes the one before: the log passes COMPACT_MIN_BYTES
+        files.record_learning([LearningUpdate("a.md", keys=(f"t{i}",))])
+        sizes.append(log.stat().st_size)
+    shrunk = [i for i in range(1, len(sizes)) if sizes[i] < sizes[i - 1]]
+    assert shrunk and all(sizes[i - 1] > COMPACT_MIN_BYTES - 16 * 1024 for i in shrunk)  # only near the limit
+    assert max(sizes) <= COMPACT_MIN_BYTES + 16 * 1024  # never far past it: one entry is under 16 KiB
+    assert len(lines(tmp_path)) < len(sizes) - shrunk[-1] + 1  # at most the lines appended since
+    (entry,) = MemoryRoot(tmp_path).read_learning()[0].values()
+    assert sorted(entry.learned.keys) == sorted(files.read_learning()[0]["a.md"].learned.keys)
+    assert len(entry.keys) == MAX_LEARNED_KEYS
+
+
+def test_forgetting_a_memory_compacts_the_file_so_its_words_are_gone(tmp_path: Path) -> None:
+    files = MemoryRoot(tmp_path)
+    files.record_learning([LearningUpdate("a.md", keys=("secretproject",)), LearningUpdate("b.md", keys=("k",))])
+    files.record_learning([LearningUpdate("a.md", keys=("again",))])
+    assert files.clear_learning(["a.md"]) == 1
+    assert b"secretproject" not in (tmp_path / LEARNED_PATH).read_bytes()
+    assert [o["path"] for o in lines(tmp_path)] == ["b.md"]
+    files.record_learning([LearningUpdate("b.md", keys=("x",))], live_paths=["c.md"])  # b.md was deleted
+    assert (tmp_path / LEARNED_PATH).read_bytes() == b""
+
+
+def test_another_writers_tail_is_read_on_its_own_and_unchanged_entries_stay_the_same(tmp_path: Path) -> None:
+    mine = MemoryRoot(tmp_path)
+    mine.record_learning([LearningUpdate(p, keys=("k",)) for p in ("a.md", "b.md")])
+    first = mine.read_learning()[0]
+    MemoryRoot(tmp_path).record_learning([LearningUpdate("b.md", keys=("theirs",))])  # appended by another
+    again = mine.read_learning()[0]
+    assert again["a.md"] is first["a.md"]  # the earlier lines were not read again
+    assert [k.term for k in again["b.md"].keys] == ["theirs", "k"]
+
+
+def test_a_file_replaced_or_cut_short_by_someone_else_is_read_whole(tmp_path: Path) -> None:
+    mine = MemoryRoot(tmp_path)
+    mine.record_learning([LearningUpdate(p, keys=("k",)) for p in ("a.md", "b.md")])
+    mine.read_learning()
+    log = tmp_path / LEARNED_PATH
+    kept = log.read_bytes().splitlines(keepends=True)[1]
+    with log.open("r+b") as same_inode:
+        same_inode.truncate(0)
+        same_inode.write(kept)  # shorter than what was read: never taken for a tail
+    assert sorted(mine.read_learning()[0]) == [json.loads(kept)["path"]]
+    replacement = tmp_path / "elsewhere.jsonl"
+    replacement.write_text(json.dumps({"path": "c.md", "keys": [["k", 1, 1]]}) * 1 + "\n" + kept.decode() * 3)
+    os.replace(replacement, log)  # another inode, though longer
+    assert sorted(mine.read_learning()[0]) == sorted({"c.md", json.loads(kept)["path"]})
+
+
+def test_a_last_line_without_its_newline_is_read_and_the_next_update_ends_it(tmp_path: Path) -> None:
+    write(tmp_path / LEARNED_PATH, json.dumps({"path": "a.md", "keys": [["k", 1, 1]]}))  # edited by hand
+    files = MemoryRoot(tmp_path)
+    assert list(files.read_learning()[0]) == ["a.md"]
+    files.record_learning([LearningUpdate("b.md", keys=("k",))])
+    assert sorted(o["path"] for o in lines(tmp_path)) == ["a.md", "b.md"]
+    assert (tmp_path / LEARNED_PATH).read_bytes().endswith(b"\n")
 
 
 _WRITER = """
@@ -289,6 +371,28 @@ def test_a_store_that_is_not_watching_shows_its_own_learning_at_once(root: Path)
         assert store.refresh_learned().version == 3  # nothing changed: no new version
         assert store.clear_learning() == 1
         assert store.snapshot().docs["mem/a.md"].learned is None
+
+
+def test_a_store_reads_only_what_changed_and_everything_once_it_lost_track(root: Path) -> None:
+    for name in ("a", "b", "c"):
+        write(root / f"{name}.md", memory(name))
+    with MemoryStore.open(root, watch=False) as store:
+        files = store.root("mem")  # the store's own: its kept parse is the one the store reads from
+        store.record_learning("mem", [LearningUpdate("a.md", keys=("one",))])
+        before = store.snapshot()
+        files.record_learning([LearningUpdate("b.md", keys=("two",))])  # not re-read by the store yet
+        after = store.refresh_learned()
+        assert after.changed == {"mem/b.md"} and after.docs["mem/a.md"] is before.docs["mem/a.md"]
+        for i in range(MAX_KEPT_CHANGES + 5):  # more changes than the kept parse can tell
+            files.record_learning([LearningUpdate("c.md" if i % 2 else "a.md", keys=(f"k{i}",))])
+        files.clear_learning(["b.md"])
+        late = store.refresh_learned()
+        assert late.changed == {"mem/a.md", "mem/b.md", "mem/c.md"}
+        assert late.docs["mem/b.md"].learned is None
+        assert late.docs["mem/c.md"].learned is not None and "k1" in late.docs["mem/c.md"].learned.keys
+        assert {ref: doc.learned for ref, doc in late.docs.items()} == {
+            ref: doc.learned for ref, doc in scan(root).docs.items()
+        }
 
 
 def test_clear_learning_of_one_root_and_one_path(root: Path, tmp_path: Path) -> None:

@@ -173,7 +173,7 @@ def test_deleting_a_memory_prunes_what_was_learned_for_it(root: Path, server: Sc
         server.script(Reply.select("mem/editor.md"))
         _turn(recaller, log, "which colours does the vim of priya show")
     paths = [json.loads(line)["path"] for line in (root / LEARNED).read_text().splitlines()]
-    assert paths == ["editor.md"]
+    assert paths == ["editor.md"]  # gone from the file itself: a removal compacts it
 
 
 def test_one_memory_that_learned_among_many_that_did_not_is_found(tmp_path: Path) -> None:
