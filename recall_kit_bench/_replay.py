@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import LEARNED_PATH, sidecar_path
+from memory_store import LEARNED_PATH, MemoryRoot, sidecar_path
 from recall_kit import FastHeuristic, LearnEvent, Recaller, RecallEvent, SelectorConfig, UsageError, open_recaller
 from recall_kit.testing import ScriptedChatServer
 from recall_kit.turns import SETTLE_MARGIN_S
@@ -113,6 +113,7 @@ class TrainingSummary:
     fallbacks: int
     learn_ms: tuple[float, ...] = ()  # per sidecar update, from the learner's telemetry
     learn_outcomes: Mapping[str, int] = field(default_factory=dict)  # learned / skipped / failed
+    learn_dropped: int = 0  # selections the learner's full queue turned away (it fell behind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ class FoldResult:
     repeat: tuple[QueryOutcome, ...]  # the trained prompts again, after learning (``repeat`` only)
     training: TrainingSummary
     sidecar_bytes: int  # the learned sidecar's size after learning
-    learned_memories: int  # lines in it: memories something was learned for
+    learned_memories: int  # memories something was learned for (entries, not the log's lines)
 
     def as_dict(self, docs: int) -> dict[str, Any]:
         """The fold's figures as a JSON object."""
@@ -138,6 +139,7 @@ class FoldResult:
             "unsettled": self.training.unsettled,
             "fallbacks": self.training.fallbacks,
             "learn_outcomes": dict(self.training.learn_outcomes),
+            "learn_dropped": self.training.learn_dropped,
             "sidecar_bytes": self.sidecar_bytes,
             "sidecar_bytes_per_memory": self.sidecar_bytes / docs if docs else None,
             "learned_memories": self.learned_memories,
@@ -345,12 +347,12 @@ def _subset(dataset: EvalDataset, queries: Sequence[EvalQuery]) -> EvalDataset:
 
 
 def _learned_file(root: Path) -> tuple[int, int]:
-    """The learned sidecar's size in bytes and its number of lines (0, 0 when there is none)."""
+    """The learned sidecar's size in bytes (as the log stands, superseded lines and all) and how many
+    memories it holds something for (0, 0 when there is none)."""
     path = root / LEARNED_PATH
     if not path.is_file():
         return 0, 0
-    data = path.read_bytes()
-    return len(data), sum(1 for line in data.splitlines() if line.strip())
+    return path.stat().st_size, len(MemoryRoot(root).read_learning()[0])
 
 
 async def _learned_fold(
@@ -365,6 +367,7 @@ async def _learned_fold(
     with tempfile.TemporaryDirectory(prefix="recall-kit-replay-") as tmp:
         root = copy_memories(dataset, sidecar, Path(tmp))
         telemetry = _TurnTelemetry(asyncio.get_running_loop())
+        dropped = 0
         recaller = open_learning_recaller(root, selector, telemetry)
         try:
             turns, unsettled = await train(recaller, trained, telemetry.settled, tick)
@@ -373,6 +376,7 @@ async def _learned_fold(
                 raise HarnessError("the Recaller opened with learn=True has no learner")
             if not await asyncio.to_thread(learner.wait_idle, MODEL_TIMEOUT_S):
                 raise HarnessError(f"the learner did not finish its updates in {MODEL_TIMEOUT_S:g} s")
+            dropped = learner.dropped
             deliver = fast_deliver(recaller.heuristic)
             learned = run(_subset(dataset, measured), deliver, on_query=lambda _: tick())
             again = run(_subset(dataset, trained), deliver, on_query=lambda _: tick()) if repeat else []
@@ -380,7 +384,7 @@ async def _learned_fold(
             await recaller.aclose()
         size, lines = _learned_file(root)
     summary = TrainingSummary(
-        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes)
+        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes), dropped
     )
     return learned, again, summary, size, lines
 

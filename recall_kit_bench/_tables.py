@@ -239,7 +239,8 @@ def replay_table(report: ReplayReport) -> str:
     lines += [
         "",
         f"training: {turns} sessions, {unsettled} unsettled, {fallbacks} fell back; learner "
-        + _counts(_summed(f.training.learn_outcomes for f in report.folds)),
+        + _counts(_summed(f.training.learn_outcomes for f in report.folds))
+        + f"; {sum(f.training.learn_dropped for f in report.folds)} dropped (the learner fell behind)",
         f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
         + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
     ]

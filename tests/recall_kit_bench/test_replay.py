@@ -257,8 +257,9 @@ def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_di
     dataset = load_dataset(dataset_dir)
     report = run_replay(dataset, settings=ReplaySettings(repeat=True))
     data = report.as_dict()
-    assert sum(f["unsettled"] + f["fallbacks"] for f in data["folds"]) == 0
+    assert sum(f["unsettled"] + f["fallbacks"] + f["learn_dropped"] for f in data["folds"]) == 0
     assert all(f["sidecar_bytes"] > 0 for f in data["folds"])  # something was learned in every fold
+    assert all(0 < f["learned_memories"] <= len(MEMORIES) for f in data["folds"])  # memories, not log lines
     # "ship it to staging" shares no word with deploy.md; once taught, its repeat is delivered
     repeated = [o for o in report.repeat_outcomes if o.query.id == "q7"]
     assert repeated and all("memories/deploy.md" in o.delivered for o in repeated)
