@@ -229,7 +229,8 @@ class LearnedFile:
     An update appends the new lines of the entries it changed (no fsync: what was learned is a hint,
     and a crash loses at most the last updates, never an older entry or a memory); the file is
     compacted, atomically with fsync and rename, when superseded lines make up half of it, when it
-    would pass MAX_LEARNED_BYTES, or when it has a bad or cut line to drop. Its parse is kept while
+    would pass MAX_LEARNED_BYTES, when it has a bad or cut line to drop, and when a memory is
+    forgotten (so its words leave the disk at once). Its parse is kept while
     the file is unchanged, and a tail another process appended is read on its own, so an update at
     10,000 memories neither re-reads nor re-writes the other entries."""
 

@@ -159,15 +159,29 @@ def test_hostile_terms_never_reach_a_doc_or_the_file(root: Path) -> None:
 
 # --- killed writers, other processes -------------------------------------------------------------
 
-_KILLED_COMPACTION = """
+_KILLED_WRITER = """
 import os, sys, time
 from memory_store import LearningUpdate, MemoryRoot
-def stuck(fd):  # the new file is written, not yet renamed: the lock is held
+real_write = os.write
+def stuck(*args):  # the writer stops here holding the lock, and is killed
+    if sys.argv[2] == "write":  # half the new line reaches the file first
+        real_write(args[0], bytes(args[1][: len(args[1]) // 2]))
     print("writing", flush=True)
     time.sleep(120)
-os.fsync = stuck
+setattr(os, sys.argv[2], stuck)
 MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("b.md", keys=("never",))])
 """
+
+
+def kill_mid_write(root: Path, at: str) -> None:
+    """Start a learning update on ``root`` in another process and SIGKILL it in ``os.<at>``: in "fsync"
+    a compaction's new file is written and not yet renamed; in "write" half an appended line is written."""
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), at], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.wait(timeout=30)
 
 
 def test_a_writer_killed_mid_compaction_leaves_the_old_file_whole(root: Path) -> None:
@@ -176,12 +190,7 @@ def test_a_writer_killed_mid_compaction_leaves_the_old_file_whole(root: Path) ->
     with (root / LEARNED_PATH).open("ab") as log:
         log.write(b"not json\n")  # a bad line: the next update compacts the file to drop it
     before = (root / LEARNED_PATH).read_bytes()
-    writer = subprocess.Popen([sys.executable, "-c", _KILLED_COMPACTION, str(root)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
-        os.kill(writer.pid, signal.SIGKILL)
-    finally:
-        writer.wait(timeout=30)
+    kill_mid_write(root, at="fsync")
     assert (root / LEARNED_PATH).read_bytes() == before
     files.record_learning([LearningUpdate("b.md", keys=("next",))])  # the dead writer's lock went with it
     assert sorted(files.read_learning()[0]) == ["a.md", "b.md"]
@@ -189,29 +198,11 @@ def test_a_writer_killed_mid_compaction_leaves_the_old_file_whole(root: Path) ->
     assert scan(root)[0]["mem/b.md"] == Learned(("next",))  # its stray temp file is hidden: never a memory
 
 
-_KILLED_APPEND = """
-import os, sys, time
-from memory_store import LearningUpdate, MemoryRoot
-real_write = os.write
-def torn(fd, data):  # half the new line reaches the file, then the writer dies holding the lock
-    real_write(fd, bytes(data[: len(data) // 2]))
-    print("writing", flush=True)
-    time.sleep(120)
-os.write = torn
-MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("b.md", keys=("never",))])
-"""
-
-
 def test_a_writer_killed_mid_append_costs_only_its_own_line(root: Path) -> None:
     files = MemoryRoot(root)
     files.record_learning([LearningUpdate("a.md", keys=("kept",))])
     before = (root / LEARNED_PATH).read_bytes()
-    writer = subprocess.Popen([sys.executable, "-c", _KILLED_APPEND, str(root)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
-        os.kill(writer.pid, signal.SIGKILL)
-    finally:
-        writer.wait(timeout=30)
+    kill_mid_write(root, at="write")
     torn = (root / LEARNED_PATH).read_bytes()
     assert torn.startswith(before) and len(torn) > len(before) and not torn.endswith(b"\n")
     fresh = MemoryRoot(root)  # nothing kept from before: it reads the file as it is
