@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from memory_store._errors import UnsafePathError
+from memory_store._write import held_lock
 
 PRIVATE_FOLDER_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -136,8 +136,5 @@ def private_lock(path: str | os.PathLike[str]) -> Iterator[None]:
         raise
     except OSError as exc:
         raise UnsafePathError(f"cannot lock {os.fspath(path)}: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held_lock(fd):
         yield
-    finally:
-        os.close(fd)  # closing releases the lock

@@ -91,8 +91,15 @@ def file_lock(lock_path: str | os.PathLike[str], *, dir_fd: int | None = None) -
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         raise MemoryStoreError(f"cannot lock {os.fspath(lock_path)}: {exc.strerror}") from None
+    with held_lock(fd):
+        yield
+
+
+@contextlib.contextmanager
+def held_lock(fd: int) -> Iterator[None]:
+    """Hold an exclusive flock on the open lock file ``fd`` for the block, then close it (which releases it)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        os.close(fd)
