@@ -12,14 +12,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from generated_store import vocabulary, write_store  # noqa: E402
 
-from memory_store import LearningUpdate, MemoryStore  # noqa: E402
+from memory_store import LEARNED_PATH, LearningUpdate, MemoryStore  # noqa: E402
 from recall_kit import learnable_words  # noqa: E402
 
 with tempfile.TemporaryDirectory() as tmp:
     root = Path(tmp) / "m"; paths = write_store(root, 1000, 7)
     rels = [p.relative_to(root).as_posix() for p in paths]
     rng = random.Random(1); words = vocabulary(7)[:5000]
-    learned = root / ".recall-kit" / "learned.jsonl"
+    learned = root / LEARNED_PATH
     with MemoryStore.open(root, watch=False) as store:
         label = next(iter(store.snapshot().docs.values())).scope
         largest = 0
