@@ -18,7 +18,7 @@ import stat
 
 from memory_store._files import LearnedFile, Sidecar
 from memory_store._learned import LEARNED_PATH, LearnedEntry
-from memory_store._sidecar import EnrichmentEntry
+from memory_store._sidecar import EnrichmentEntry, SidecarProblem
 from memory_store._scan import (
     Candidate,
     Entry,
@@ -180,9 +180,7 @@ class StoreState:
     def sidecar_touched(self, root: Root, paths: set[str]) -> bool:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's sidecar or a folder above it."""
         sidecar = self.sidecars.get(root.label)
-        if sidecar is None:
-            return False
-        return any(p == sidecar.path or sidecar.path.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
+        return sidecar is not None and _touches(paths, sidecar.path)
 
     def reload_enrichment(self, root: Root) -> None:
         """Re-read the root's sidecar; docs whose fresh enrichment changed are re-published."""
@@ -194,13 +192,10 @@ class StoreState:
         label = root.label
         for ref in self._sidecar_errors[label]:
             self._errors.pop(ref, None)
-        refs: list[str] = []
-        located = [(f"{sidecar.label_path()}:{line}" if line else sidecar.label_path(), reason) for line, reason in problems]
-        for where, reason in [refused] if refused is not None else located:
-            err = SkippedFile(label, where, reason)
+        errors = _file_errors(label, sidecar.label_path(), refused, problems)
+        for err in errors:
             self._errors[err.ref] = err
-            refs.append(err.ref)
-        self._sidecar_errors[label] = refs
+        self._sidecar_errors[label] = [err.ref for err in errors]
         old, self._enrichment[label] = self._enrichment[label], new
         entries = self._entries[label]
         for rel in old.keys() | new.keys():
@@ -237,9 +232,7 @@ class StoreState:
     def learned_touched(self, root: Root, paths: set[str]) -> bool:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's learned file or a folder above it."""
         learned = self.learned_files.get(root.label)
-        if learned is None:
-            return False
-        return any(p == learned.path or learned.path.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
+        return learned is not None and _touches(paths, learned.path)
 
     def reload_learned(self, root: Root) -> None:
         """Re-read the root's learned file; docs whose learned keys changed are re-published."""
@@ -252,9 +245,7 @@ class StoreState:
         problems = read.problems if read is not None else []
         for ref in [ref for ref, err in self._learned_errors.items() if err.scope == label]:
             del self._learned_errors[ref]
-        located = [(f"{LEARNED_PATH}:{line}" if line else LEARNED_PATH, reason) for line, reason in problems]
-        for where, reason in [refused] if refused is not None else located:
-            err = SkippedFile(label, where, reason)
+        for err in _file_errors(label, LEARNED_PATH, refused, problems):
             self._learned_errors[err.ref] = err
         if read is None or read.entries is not None:
             # An entry the file did not change is the same object as last time: only the others are looked at.
@@ -438,3 +429,18 @@ def _is_folder(root_fd: int, rel: str) -> bool:
     except OSError as exc:
         return exc.errno not in _GONE  # EACCES: a folder we may not read; the walk reports it
     return True
+
+
+def _touches(paths: set[str], target: str) -> bool:
+    """Whether any of ``paths`` (absolute) is ``target`` or a folder above it."""
+    return any(p == target or target.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
+
+
+def _file_errors(
+    label: str, where: str, refused: tuple[str, str] | None, problems: list[SidecarProblem]
+) -> list[SkippedFile]:
+    """A sidecar's errors in root ``label``: its refusal, or else each problem at ``where`` (``where:line``
+    for a line's)."""
+    if refused is not None:
+        return [SkippedFile(label, *refused)]
+    return [SkippedFile(label, f"{where}:{line}" if line else where, reason) for line, reason in problems]
