@@ -4,17 +4,15 @@ each file is still one memory, listed under the first root given that reaches it
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from memory_store import MemoryStore, Snapshot
 
 from cli_support import clean_environ, run_recall_kit
+from store_helpers import wait_until
 
-WAIT_S = 10.0
 DEPLOY = "how do we deploy atlas with helm to kubernetes"
 
 
@@ -53,13 +51,6 @@ def test_two_copies_of_the_same_text_are_still_two_memories(top: Path, tmp_path:
     other.mkdir()
     (other / "tea.md").write_bytes((top / "tea.md").read_bytes())  # same bytes, another file
     assert sorted(scan(top, other).docs) == ["mem/tea.md", "mem/user/deploy.md", "other/tea.md"]
-
-
-def wait_until(store: MemoryStore, predicate: Callable[[Snapshot], bool]) -> Snapshot:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate(snapshot := store.snapshot()):
-        store.wait_for_version(snapshot.version + 1, timeout=max(0.0, deadline - time.monotonic()))
-    return snapshot
 
 
 def test_a_watched_store_keeps_one_memory_per_file_as_files_change(top: Path) -> None:

@@ -9,15 +9,15 @@ import queue
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
-from memory_store import MAX_FOLDER_DEPTH, MemoryStore, Snapshot
+from memory_store import MAX_FOLDER_DEPTH, MemoryStore
 
 from cli_support import RECALL_KIT, clean_environ
+from store_helpers import wait_until
 
 LEVELS = 1100  # what the probe nested; deeper than Python's recursion limit
 WAIT_S = 30.0
@@ -69,13 +69,6 @@ def root(tmp_path: Path) -> Iterator[Path]:
     remove_tree(root)
 
 
-def wait_until(store: MemoryStore, predicate: Callable[[Snapshot], bool]) -> Snapshot:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate(snapshot := store.snapshot()):
-        store.wait_for_version(snapshot.version + 1, timeout=max(0.0, deadline - time.monotonic()))
-    return snapshot
-
-
 def test_the_one_shot_scan_reports_the_first_folder_too_deep_and_reads_what_is_above_it(root: Path) -> None:
     nest(root / "user", MAX_FOLDER_DEPTH - 1, "ok")  # its folder is MAX_FOLDER_DEPTH levels down: read
     with MemoryStore.open(root, watch=False) as store:
@@ -97,7 +90,7 @@ def test_a_watched_store_opens_on_a_deep_tree_and_keeps_watching(root: Path, wat
 
     nest(root / "later", LEVELS, "n")  # made while watching, faster than the events for it arrive
     (root / "user" / "b.md").write_text(memory("b"))
-    snapshot = wait_until(watched, lambda s: "mem/user/b.md" in s.docs and len(s.errors) == 2)
+    snapshot = wait_until(watched, lambda s: "mem/user/b.md" in s.docs and len(s.errors) == 2, WAIT_S)
     assert sorted((e.path, e.reason) for e in snapshot.errors) == [
         (frontier(), REASON), ("/".join(["later", *["n"] * MAX_FOLDER_DEPTH]), REASON)
     ]
@@ -106,7 +99,7 @@ def test_a_watched_store_opens_on_a_deep_tree_and_keeps_watching(root: Path, wat
     deep_dir = root.joinpath(*["d"] * (MAX_FOLDER_DEPTH + 3))
     (deep_dir / "edited.md").write_text(memory("edited"))  # below the limit: nothing of it is read
     (root / "user" / "c.md").write_text(memory("c"))
-    snapshot = wait_until(watched, lambda s: "mem/user/c.md" in s.docs)
+    snapshot = wait_until(watched, lambda s: "mem/user/c.md" in s.docs, WAIT_S)
     assert not any("edited" in ref or "deep" in ref for ref in snapshot.docs)
 
 
