@@ -193,7 +193,7 @@ class _LearnedParse:
     def applied(self, data: bytes, first_line: int, base: int) -> set[str]:
         """Read the log's ``data`` (starting at line ``first_line``, byte ``base``) into this parse; the
         paths its lines set or forgot."""
-        _, read = parse_learned(data, self.entries, first_line)
+        read = parse_learned(data, self.entries, first_line)
         for path in read.touched:
             self.size -= len(self.lines.pop(path, b""))
             if path in self.entries:

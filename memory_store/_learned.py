@@ -220,13 +220,10 @@ class LogRead:
     consumed: int
 
 
-def parse_learned(
-    data: bytes, entries: dict[str, LearnedEntry] | None = None, first_line: int = 1
-) -> tuple[dict[str, LearnedEntry], LogRead]:
-    """Apply the log's bytes, in order, to ``entries`` (in place; a new dict by default):
-    (relative path -> entry, what was read). The problems are the first MAX_REPORTED_PROBLEMS and a
-    count of the rest, numbered from ``first_line``. A bad line never hides the good ones."""
-    entries = {} if entries is None else entries
+def parse_learned(data: bytes, entries: dict[str, LearnedEntry], first_line: int) -> LogRead:
+    """Apply the log's bytes, in order, to ``entries`` (relative path -> entry, changed in place); what
+    was read. The problems are the first MAX_REPORTED_PROBLEMS and a count of the rest, numbered from
+    ``first_line``. A bad line never hides the good ones."""
     problems: list[SidecarProblem] = []
     touched: set[str] = set()
     more = 0
@@ -264,7 +261,7 @@ def parse_learned(
             first_unlisted = first_unlisted or number
     if more:
         problems.append((first_unlisted, f"and {more} more bad lines from here on, not listed"))
-    return entries, LogRead(problems, touched, len(lines) - 1, consumed)
+    return LogRead(problems, touched, len(lines) - 1, consumed)
 
 
 def _whole_json(line: bytes) -> bool:
