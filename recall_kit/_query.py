@@ -142,15 +142,15 @@ def doc_evidence(
     found: list[tuple[float, bool, bool, bool]] = []  # per slot: credit, in a head field, in a core field, learned only
     for slot in slots:
         credit = 0.0
-        in_head = in_core = in_written = False  # in_written: a head field other than the learned words
+        in_learned = in_core = in_written = False  # in_written: a head field other than the learned words
         for match in slot.matches:
             posting = index.posting(match.term, ref)
             if posting:
                 credit = max(credit, match.weight)
-                in_head = in_head or any(posting[field] for field in HEAD_FIELDS)
-                in_core = in_core or any(posting[field] for field in CORE_FIELDS)
                 in_written = in_written or any(posting[field] for field in _WRITTEN_HEAD)
-        found.append((credit, in_head, in_core, in_head and not in_written))
+                in_learned = in_learned or bool(posting[LEARNED_FIELD])
+                in_core = in_core or any(posting[field] for field in CORE_FIELDS)
+        found.append((credit, in_written or in_learned, in_core, in_learned and not in_written))
     words = _cjk_words(slots, [bool(found[i][0]) and not slot.generic for i, slot in enumerate(slots)])
     return Evidence(tuple(
         SlotMatch(
