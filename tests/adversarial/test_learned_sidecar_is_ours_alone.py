@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from store_helpers import memory, wait_until, write
+from throwaway_user import throwaway_user
 
 from memory_store import (
     LEARNED_PATH,
@@ -214,6 +216,18 @@ def test_a_writer_killed_mid_append_costs_only_its_own_line(root: Path) -> None:
         "a.md": Learned(("kept",)), "b.md": Learned(("next",))
     }
     assert b"never" not in (root / LEARNED_PATH).read_bytes()  # the cut line went with the compaction
+
+
+def test_a_learned_file_another_user_owns_is_replaced_never_appended_to(root: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("kept",))])
+    theirs = root / LEARNED_PATH
+    with throwaway_user() as other:
+        os.chown(theirs, other.pw_uid, other.pw_gid)  # swapped in by another user: they could read what we append
+        files.record_learning([LearningUpdate("b.md", keys=("next",))])
+        info = os.stat(theirs)
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (os.geteuid(), 0o600)  # a new file of our own
+    assert sorted(MemoryRoot(root).read_learning()[0]) == ["a.md", "b.md"]
 
 
 def test_a_learned_file_hard_linked_elsewhere_is_replaced_never_appended_to(root: Path, tmp_path: Path) -> None:
