@@ -218,6 +218,16 @@ def test_a_writer_killed_mid_append_costs_only_its_own_line(root: Path) -> None:
     assert b"never" not in (root / LEARNED_PATH).read_bytes()  # the cut line went with the compaction
 
 
+def test_a_log_grown_past_its_limit_by_someone_else_is_refused_whole_not_read_as_a_tail(root: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("kept",))])
+    files.read_learning()  # parsed: a longer file of the same inode would be read from here on
+    os.truncate(root / LEARNED_PATH, 64 * 1024 * 1024)  # same inode, 64 MiB (sparse)
+    assert files.read_learning() == ({}, [(0, f"file is {64 * 1024 * 1024} bytes, over the {32 * 1024 * 1024}-byte limit")])
+    files.record_learning([LearningUpdate("b.md", keys=("next",))])  # what cannot be read is not carried over
+    assert (root / LEARNED_PATH).stat().st_size < 1024 and sorted(files.read_learning()[0]) == ["b.md"]
+
+
 def test_a_learned_file_another_user_owns_is_replaced_never_appended_to(root: Path) -> None:
     files = MemoryRoot(root)
     files.record_learning([LearningUpdate("a.md", keys=("kept",))])
