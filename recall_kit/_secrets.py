@@ -125,8 +125,16 @@ def display_url(url: str | None) -> str | None:
     return None if url is None else split_url_credentials(url).shown_url
 
 
-# Key shapes: the vendors' prefixes, a JWT, a PEM block, a credential in a URL, and the value after
-# a "password=" or "token:" label. Their spans are blanked before a prompt's words are kept anywhere.
+# Key shapes: the vendors' prefixes, a JWT, a PEM block, a credential in a URL, an Authorization
+# header's scheme and value, an e-mail address, and the value after a label that names a credential.
+# Their spans are blanked before a prompt's words are kept anywhere (docs/learning.md says what goes).
+_PASS_WORD = r"(?:password|passwd|passphrase|passcode|pwd)"  # a value that may hold spaces
+_LABEL = (
+    rf"(?:{_PASS_WORD}|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credentials?|authorization|auth)"
+)
+# A label is a word of its own or the end of a longer name: PGPASSWORD, DB_PASSWORD, GITHUB_TOKEN.
+_NAME = r"\b[A-Za-z0-9_\-]*?"
+_QUOTED = r"\"[^\"\n]*\"?|'[^'\n]*'?"
 _KEY_SHAPES = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
     r"|\b(?:sk|pk|rk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9_\-]{12,}"
@@ -136,31 +144,82 @@ _KEY_SHAPES = re.compile(
     r"|\bAIza[0-9A-Za-z_\-]{30,}"
     r"|\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"
     r"|://[^/\s:@]+:[^/\s@]+@"
-    r"|(?i:\b(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|auth)\b\s*[:=]\s*)\S+",
+    r"|[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"
+    r"|(?i:\b(?:bearer|basic|digest)\s+)[A-Za-z0-9._~+/\-]{8,}=*"
+    # "passphrase: purple monkey dishwasher": after a pass-word and a colon, the rest of the line
+    rf"|(?i:{_NAME}{_PASS_WORD}[\"']?\s*:(?!=)[^\n]*)"
+    # "PGPASSWORD=swordfish", "token: abc", "the admin password is X": one value, quoted or not
+    rf"|(?i:{_NAME}{_LABEL}[\"']?\s*(?::=|=|:|\s(?:is|was|are|were)\s)\s*)(?:{_QUOTED}|\S+)",
     re.S,
 )
+_CARD = re.compile(r"\b\d(?:[ \-]?\d){12,18}\b")  # 13 to 19 digits, spaced or dashed as people write them
 _CHUNK = re.compile(r"\S+")
+_PIECE = re.compile(r"[^\W_]+")  # a token's runs of letters and digits, between its separators
 MIN_RANDOM_CHARS = 16  # a token this long with letters and digits mixed, and spread out, looks random
 MIN_RANDOM_BITS = 3.2  # Shannon entropy per character; long English words and identifiers stay below it
+MIN_MIXED_PIECE = 10  # Xk9mP2vL5qR8tZ3: letters, digits and case changing at least every third character
+MIN_LETTER_PIECE = 16  # a letters-only piece this long is a generated token when about half is upper-case,
+UPPER_SHARE = (0.35, 0.65)  # (camelCaseWords: under a fifth; random case: a half)
+MAX_VOWEL_SHARE = 0.25  # or too few of its letters are vowels (English words: about 0.4),
+MAX_CONSONANT_RUN = 5  # or five consonants follow each other ("strengths" has five, not six)
 
 
 def scrub_secrets(text: str) -> str:
-    """``text`` with every key-shaped span and long random-looking token blanked: what may be kept of it."""
+    """``text`` with every key-shaped span, card number and random-looking token blanked: what may be kept of it."""
     text = _KEY_SHAPES.sub(" ", text)
+    text = _CARD.sub(lambda m: " " if _luhn_valid(m.group()) else m.group(), text)
     return _CHUNK.sub(lambda m: " " if looks_random(m.group()) else m.group(), text)
 
 
 def looks_random(token: str) -> bool:
-    """Whether ``token`` looks like a generated secret: long, letters and digits mixed, high entropy."""
+    """Whether ``token`` looks like a generated secret: long and high in entropy with letters and digits
+    mixed, or with a piece whose characters change class too often, or letters no language writes."""
     core = token.strip("\"'`()[]{}<>,.;:!?")
+    if _random_whole(core):
+        return True
+    return any(_random_piece(piece) for piece in _PIECE.findall(core))
+
+
+def _random_whole(core: str) -> bool:
     if len(core) < MIN_RANDOM_CHARS:
         return False
-    has_digit = any(ch.isdigit() for ch in core)
-    has_letter = any(ch.isalpha() for ch in core)
-    if not (has_digit and has_letter):
+    if not (any(ch.isdigit() for ch in core) and any(ch.isalpha() for ch in core)):
         return False
+    return _bits(core) >= MIN_RANDOM_BITS
+
+
+def _random_piece(piece: str) -> bool:
+    has_digit = any(ch.isdigit() for ch in piece)
+    if has_digit and any(ch.isalpha() for ch in piece):
+        return len(piece) >= MIN_MIXED_PIECE and _class_changes(piece) * 3 >= len(piece) - 1
+    if has_digit or len(piece) < MIN_LETTER_PIECE:
+        return False
+    upper = sum(ch.isupper() for ch in piece)
+    if UPPER_SHARE[0] <= upper / len(piece) <= UPPER_SHARE[1]:  # rAnDoMcAsE, not camelCaseWords
+        return True
+    letters = piece.lower()
+    vowels = sum(ch in "aeiou" for ch in letters)
+    run = longest = 0
+    for ch in letters:
+        run = 0 if ch in "aeiou" else run + 1
+        longest = max(longest, run)
+    return vowels < MAX_VOWEL_SHARE * len(letters) or longest > MAX_CONSONANT_RUN
+
+
+def _class_changes(piece: str) -> int:
+    """How often neighbouring characters differ in class: digit, upper-case, lower-case."""
+    classes = [0 if ch.isdigit() else 1 if ch.isupper() else 2 for ch in piece]
+    return sum(a != b for a, b in zip(classes, classes[1:]))
+
+
+def _bits(text: str) -> float:
     counts: dict[str, int] = {}
-    for ch in core:
+    for ch in text:
         counts[ch] = counts.get(ch, 0) + 1
-    bits = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
-    return bits >= MIN_RANDOM_BITS
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _luhn_valid(number: str) -> bool:
+    digits = [int(ch) for ch in number if ch.isdigit()]
+    total = sum(d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(reversed(digits)))
+    return total % 10 == 0

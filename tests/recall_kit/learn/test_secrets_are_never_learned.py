@@ -1,0 +1,63 @@
+"""What learning keeps of a prompt: every reproduction of a secret that once became a learned key,
+and the everyday words and identifiers that must still be kept (docs/learning.md, "What is kept")."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from recall_kit import learnable_words
+
+
+def _kept(prompt: str) -> set[str]:
+    words = learnable_words(prompt)
+    return set(words.words) | set(words.keys)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "secret_pieces"),
+    [
+        ("export PGPASSWORD=swordfishtrombone before psql", {"swordfishtrombone", "swordfish", "trombone"}),
+        ("DB_PASSWORD=bluewhalecastle ./migrate", {"bluewhalecastle", "bluewhale", "castle"}),
+        ("MYSQL_PWD='hunter twelve' mysql", {"hunter", "twelve"}),
+        ("passphrase: purple monkey dishwasher", {"purple", "monkey", "dishwasher"}),
+        ("the admin password is gravelmoon, can you log in", {"gravelmoon"}),
+        ("GITHUB_TOKEN: plainlettersonly", {"plainlettersonly"}),
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyzabcd", {"abcdefghijklmnopqrstuvwxyzabcd"}),
+        ("curl -H 'Bearer qwertyuiopasdfghjklzxcvbnmqwer' the api", {"qwertyuiopasdfghjklzxcvbnmqwer"}),
+        ("token Xk9mP2vL5qR8tZ3 fails", {"xk9mp2vl5qr8tz3", "xk9mp2vl5qr8tz"}),
+        ("mail priya.shah@example.com about it", {"priya", "shah", "example"}),
+        ("charge card 4111 1111 1111 1111 again", {"4111"}),
+    ],
+)
+def test_a_credential_or_private_datum_is_never_kept(prompt: str, secret_pieces: set[str]) -> None:
+    kept = _kept(prompt)
+    assert not kept & secret_pieces, kept & secret_pieces
+
+
+def test_a_random_token_of_letters_only_is_not_kept_whole_or_in_camel_case_pieces() -> None:
+    rng = random.Random(7)
+    for _ in range(20):
+        mixed = "".join(rng.choices(string.ascii_letters, k=32))
+        lower = "".join(rng.choices(string.ascii_lowercase, k=32))
+        for token in (mixed, lower):
+            kept = _kept(f"rotate {token} tonight")
+            assert kept <= {"rotate", "tonight"}, (token, kept)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("why does getUserProfileById time out on kubernetes-dashboard", {"profile", "kubernetes", "dashboard"}),
+        ("the HTTPServerRequestHandler of XMLHttpRequest in python3.11", {"handler", "xmlhttprequest"}),
+        ("internationalization of the checkout page", {"internationalization", "checkout"}),
+        ("max tokens: 300 for the tokenizer", {"tokens", "tokenizer"}),
+        ("rotate the api key for staging", {"rotate", "staging"}),
+        ("order 1234567890123 was shipped twice", {"1234567890123", "shipped"}),  # fails the Luhn check
+    ],
+)
+def test_everyday_words_and_identifiers_are_still_kept(prompt: str, expected: set[str]) -> None:
+    kept = _kept(prompt)
+    assert expected <= kept, expected - kept
