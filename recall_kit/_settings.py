@@ -124,6 +124,8 @@ class Declaration:
         return f"[{self.table}] {self.name}" if self.table else self.name
 
 
+# A new setting (the hook's roots, say, in a [hook] table) is one more Declaration here: the loader,
+# the unknown-key check and the trust list take it from this tuple; `recall-kit config` adds its row.
 DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("roots", "", _roots, env=ROOTS_ENV, untrusted_file=True,
                 help="memory folders (a file's relative paths are relative to it); never / or the home folder"),
@@ -139,7 +141,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 help=f"seconds a model call may take, at most {MAX_MODEL_TIMEOUT_S:g}"),
     Declaration("learn", "", _boolean, env=LEARN_ENV, default=lambda: False,
                 help="learn from the model's refined selections (opt-in)"),
-    Declaration("cache_dir", "", _folder, env=CACHE_DIR_ENV,
+    Declaration("cache_dir", None, _folder, env=CACHE_DIR_ENV,
                 default=lambda: Path(platformdirs.user_cache_dir("recall-kit")), help="the per-user index cache folder"),
     Declaration("idle_timeout", None, lambda r, n: _seconds(r, n, None), env=IDLE_TIMEOUT_ENV,
                 default=lambda: DEFAULT_IDLE_TIMEOUT_S, help="seconds `recall-kit serve` waits for a request"),

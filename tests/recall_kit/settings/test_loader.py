@@ -48,7 +48,7 @@ def test_each_setting_is_declared_once_and_the_untrusted_list_is_the_one_in_the_
     assert listed is not None and re.findall(r"`(\w+)`", listed.group(1)) == list(UNTRUSTED_FILE_MAY_SET)
 
 
-@pytest.mark.parametrize("key", ["learn = true", "cache_dir = \"/tmp/elsewhere\"", "[selector]\napi_key = \"sk-x\""])
+@pytest.mark.parametrize("key", ["learn = true", "[selector]\napi_key = \"sk-x\""])
 def test_an_untrusted_project_file_sets_only_what_the_list_allows(
     tmp_path: Path, env: dict[str, str], key: str
 ) -> None:
