@@ -161,8 +161,9 @@ class Recaller:
         return self._closed
 
     def close(self) -> None:
-        """Stop background enrichment and close what this Recaller opened (its heuristic and, from
-        ``open_recaller``, the store). An owned selector's connections are closed on their own
+        """Stop background enrichment and close what this Recaller made (its learner first, so what
+        is queued is written; its heuristic) and then what ``opened`` lists (from ``open_recaller``:
+        the heuristic, then the store). An owned selector's connections are closed on their own
         loop: by the sync sessions that used it, or by ``aclose()``."""
         if self._closed:
             return
