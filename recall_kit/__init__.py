@@ -12,6 +12,7 @@ per-conversation session that delivers what is ready at the agent's two safe poi
 
 The top level holds what an agent author needs. Tuning and low-level types live in documented
 submodules: ``recall_kit.tuning`` (the gate, its explanation, field weights),
+``recall_kit.settings`` (the settings loader and project files' trust, what the CLI runs with),
 ``recall_kit.limits`` (every size limit and the prompt policy), ``recall_kit.selection`` (the
 selector's steps without HTTP) and ``recall_kit.turns`` (observed turns, for tools and benchmarks).
 The ``_`` modules may change freely.
@@ -36,18 +37,9 @@ if TYPE_CHECKING:
     from recall_kit._cache_file import default_cache_dir as default_cache_dir
     from recall_kit._cache_file import list_cache_files as list_cache_files
     from recall_kit._config import SelectorConfig as SelectorConfig
-    from recall_kit._config import LEARN_ENV as LEARN_ENV
-    from recall_kit._config import learning_setting as learning_setting
-    from recall_kit._config import load_selector_config as load_selector_config
+    from recall_kit._settings import load_selector_config as load_selector_config
     from recall_kit._learn import Learner as Learner
     from recall_kit._learn import learnable_words as learnable_words
-    from recall_kit._config_files import CONFIG_FILE_NAME as CONFIG_FILE_NAME
-    from recall_kit._config_files import USER_CONFIG_ENV as USER_CONFIG_ENV
-    from recall_kit._config_files import ConfigFile as ConfigFile
-    from recall_kit._config_files import read_config_toml as read_config_toml
-    from recall_kit._config_files import trust_config_file as trust_config_file
-    from recall_kit._config_files import untrust_config_file as untrust_config_file
-    from recall_kit._config_files import user_config_path as user_config_path
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
@@ -80,6 +72,7 @@ if TYPE_CHECKING:
     from recall_kit._session import INITIAL_WAIT_MS as INITIAL_WAIT_MS
     from recall_kit._session import Delivery as Delivery
     from recall_kit._session import RecallSession as RecallSession
+    from recall_kit._stages import Stages as Stages
     from recall_kit._sync_session import SyncRecallSession as SyncRecallSession
     from recall_kit._telemetry import CallbackSink as CallbackSink
     from recall_kit._telemetry import DeliveryEvent as DeliveryEvent
@@ -110,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "open_recaller": "recall_kit._open",
     "Recaller": "recall_kit._recaller",
     "RecallSession": "recall_kit._session",
+    "Stages": "recall_kit._stages",
     "SyncRecallSession": "recall_kit._sync_session",
     "Delivery": "recall_kit._session",
     "AbortSignal": "recall_kit._handle",
@@ -132,18 +126,9 @@ _EXPORTS: dict[str, str] = {
     "FallbackKind": "recall_kit._kinds",
     "MAX_MODEL_DOCS": "recall_kit.limits",
     "SelectorConfig": "recall_kit._config",
-    "load_selector_config": "recall_kit._config",
-    "learning_setting": "recall_kit._config",
-    "LEARN_ENV": "recall_kit._config",
+    "load_selector_config": "recall_kit._settings",
     "Learner": "recall_kit._learn",
     "learnable_words": "recall_kit._learn",
-    "read_config_toml": "recall_kit._config_files",
-    "CONFIG_FILE_NAME": "recall_kit._config_files",
-    "ConfigFile": "recall_kit._config_files",
-    "USER_CONFIG_ENV": "recall_kit._config_files",
-    "user_config_path": "recall_kit._config_files",
-    "trust_config_file": "recall_kit._config_files",
-    "untrust_config_file": "recall_kit._config_files",
     "Enricher": "recall_kit._enricher",
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",

@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from memory_store import (
     Enrichment,
     Learned,
@@ -54,9 +52,10 @@ from memory_store import (
     private_lock,
 )
 from recall_kit._index import FieldIndex
+from recall_kit._settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # its public name is recall_kit.CACHE_DIR_ENV
+from recall_kit._settings import environment_setting
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 
-CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
 FORMAT_VERSION = 8  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
@@ -80,8 +79,10 @@ _log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    """``RECALL_KIT_CACHE_DIR`` when set, else the per-user cache folder (XDG on Linux)."""
-    return Path(os.environ.get(CACHE_DIR_ENV) or platformdirs.user_cache_dir("recall-kit"))
+    """``RECALL_KIT_CACHE_DIR`` when set (an absolute path, else ConfigError), else the per-user
+    cache folder (XDG on Linux): the settings loader's ``cache_dir`` from the environment alone."""
+    folder: Path = environment_setting("cache_dir").value
+    return folder
 
 
 def cache_path(roots: Sequence[str | os.PathLike[str]], cache_dir: str | os.PathLike[str] | None) -> Path:

@@ -17,7 +17,8 @@ from typing import Any, Callable, Literal, Mapping, Self
 
 import httpx
 
-from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, check_base_url, load_selector_config
+from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, check_base_url
+from recall_kit._settings import load_selector_config
 from recall_kit._errors import ConfigError
 from recall_kit._kinds import FallbackKind
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials

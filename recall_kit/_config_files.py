@@ -13,7 +13,7 @@ import hashlib
 import os
 import stat
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
@@ -28,6 +28,9 @@ _BLOCK_START = "# >>> trusted project files: written by `recall-kit config trust
 _BLOCK_END = "# <<< trusted project files"
 
 TrustState = Literal["trusted", "untrusted", "changed"]
+TRUST_LABELS: dict[TrustState, str] = {
+    "trusted": "trusted", "untrusted": "untrusted", "changed": "untrusted: changed since you trusted it",
+}  # as `recall-kit config` and every source string show them
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +41,6 @@ class ConfigFile:
     sha256: str
     data: Mapping[str, Any]
     text: str
-
-
-def read_config_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The whole of a recall-kit.toml; ConfigError in one line when it cannot be read or parsed."""
-    return dict(read_project_file(path).data)
 
 
 def read_project_file(path: str | os.PathLike[str]) -> ConfigFile:
@@ -68,12 +66,15 @@ def _parse(path: Path, raw: bytes) -> ConfigFile:
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
-    """Where the user's own config file is: ``RECALL_KIT_CONFIG``, else ``recall-kit.toml`` in the
-    user's config folder (``~/.config/recall-kit`` on Linux)."""
+    """Where the user's own config file is: ``RECALL_KIT_CONFIG`` (an absolute path, else ConfigError),
+    else ``recall-kit.toml`` in the user's config folder (``~/.config/recall-kit`` on Linux)."""
     env = os.environ if environ is None else environ
     given = env.get(USER_CONFIG_ENV)
     if given:
-        return Path(os.path.abspath(os.path.expanduser(given)))
+        path = os.path.expanduser(given)
+        if not os.path.isabs(path):  # relative to a cloned repo, it would make the repo's file the user's own
+            raise ConfigError(f"environment variable {USER_CONFIG_ENV}: must be an absolute path, got {given!r}")
+        return Path(path)
     return Path(platformdirs.user_config_dir("recall-kit")) / CONFIG_FILE_NAME
 
 
@@ -116,6 +117,45 @@ def trust_state(project: ConfigFile, trusted: Mapping[str, str]) -> TrustState:
     if recorded is None:
         return "untrusted"
     return "trusted" if recorded == project.sha256 else "changed"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsFiles:
+    """The two recall-kit.toml files, each read once: what a command resolves its settings from."""
+
+    user_path: Path | None  # where the user's file is (None: RECALL_KIT_CONFIG is unusable)
+    user_source: str  # "environment variable RECALL_KIT_CONFIG" or "default"
+    user: ConfigFile | None
+    project_path: Path
+    project: ConfigFile | None
+    trust: TrustState | None  # the project file's, when there is one
+    problems: Mapping[str, str] = field(default_factory=dict)  # "user_config" / "config_file" -> why unusable
+
+
+def read_settings_files(
+    environ: Mapping[str, str] | None = None, project_path: str | os.PathLike[str] | None = None
+) -> SettingsFiles:
+    """Read the user's file and the project file (``./recall-kit.toml`` unless ``project_path``)
+    once each. Never raises: a file that cannot be used is a problem of ``user_config`` or ``config_file``."""
+    env = os.environ if environ is None else environ
+    problems: dict[str, str] = {}
+    project_file = Path(project_path) if project_path is not None else Path.cwd() / CONFIG_FILE_NAME
+    project = None
+    if project_path is not None or project_file.is_file():
+        try:
+            project = read_project_file(project_file)
+        except ConfigError as exc:
+            problems["config_file"] = str(exc)
+    user_source = f"environment variable {USER_CONFIG_ENV}" if env.get(USER_CONFIG_ENV) else "default"
+    user, user_path, trusted = None, None, {}
+    try:
+        user_path = user_config_path(env)
+        user = read_user_file(user_path)
+        trusted = trusted_files(user)
+    except ConfigError as exc:
+        problems["user_config"] = str(exc)
+    trust = trust_state(project, trusted) if project is not None else None
+    return SettingsFiles(user_path, user_source, user, project_file, project, trust, problems)
 
 
 def project_file_path(path: str | os.PathLike[str] | None = None) -> Path:

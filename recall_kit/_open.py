@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot, UnsafePathError
-from recall_kit._config import SelectorConfig, learning_setting
+from recall_kit._config import SelectorConfig
 from recall_kit._enricher import Enricher
 from recall_kit._errors import UsageError
-from recall_kit._recaller import Recaller
+from recall_kit._recaller import Opened, Recaller
 from recall_kit._selector import ModelSelector
-from recall_kit._session import INITIAL_WAIT_MS
+from recall_kit._settings import environment_setting
+from recall_kit._stages import INITIAL_WAIT_MS
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import (
@@ -56,6 +57,17 @@ from recall_kit._index import FieldIndex
 _log = logging.getLogger(__name__)
 
 
+def _root_list(roots: object) -> Sequence[str | os.PathLike[str]]:
+    """``roots`` when it is a list of folders; UsageError for one path given alone (a str is a
+    sequence of one-letter folders to Python, and so it would be opened)."""
+    if isinstance(roots, (str, bytes, os.PathLike)):
+        raise UsageError(f"roots must be a list of folders, got the single path {os.fsdecode(roots)!r}: "
+                         f"pass [{os.fsdecode(roots)!r}]")
+    if not isinstance(roots, Sequence) or not all(isinstance(r, (str, os.PathLike)) for r in roots):
+        raise UsageError(f"roots must be a list of folder paths, got {type(roots).__name__}")
+    return roots
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedStore:
     """A one-shot snapshot of memory roots with a FastHeuristic over it, and how it was obtained."""
@@ -74,6 +86,7 @@ def open_indexed(
     Raises MemoryStoreError for a missing root, as ``MemoryStore.open`` does. A cache that cannot
     be read or written never fails the call: it is logged and the index is built from the files.
     """
+    roots = _root_list(roots)
     opened = _open_cache(roots, cache_dir) if use_cache else None
     if opened is None:
         with MemoryStore.open(*roots, watch=False) as store:
@@ -123,6 +136,7 @@ def open_watched(
     open reach the heuristic through the watcher as usual. Errors as for ``open_indexed``. With
     ``watch=False`` the store only publishes what it writes itself (what learning needs).
     """
+    roots = _root_list(roots)
     opened = _open_cache(roots, cache_dir) if use_cache else None
     if opened is None:
         store = MemoryStore.open(*roots, watch=watch, **store_options)
@@ -267,20 +281,27 @@ def open_recaller(
     from as it is. ``selector`` and ``enrich`` are a ``SelectorConfig`` (a client is made for it and
     closed with the Recaller) or a client made by the caller (it stays the caller's). Background
     enrichment needs a watched store. ``learn`` feeds each validated model answer back to the roots'
-    learned sidecars (None: ``RECALL_KIT_LEARN`` or ``learn = true`` in recall-kit.toml; off by
-    default); a store opened with ``watch=False`` still sees what it learned itself.
+    learned sidecars; a store opened with ``watch=False`` still sees what it learned itself.
+
+    Every argument is a plain value. The environment is read in one way only, for what is not
+    given: ``recall_kit.settings.environment_setting`` (``RECALL_KIT_LEARN`` when ``learn`` is None,
+    off when unset; ``RECALL_KIT_CACHE_DIR`` when ``cache_dir`` is None). No file is read: the CLI
+    and its daemon pass what ``recall_kit.settings.load_settings`` loaded.
 
     Close the result with ``close()`` in threaded code and ``await aclose()`` (or ``async with``)
-    on the event loop that used the selector. Raises MemoryStoreError for a missing root and
-    ConfigError for an unusable selector setting; nothing is left open when it raises.
+    on the event loop that used the selector. Raises MemoryStoreError for a missing root,
+    ConfigError for an unusable selector setting and UsageError for roots that are not a list of
+    folders (one path alone); nothing is left open when it raises.
     """
     closers: list[Callable[[], object]] = []  # what was opened here, in order
     try:
         store: MemoryStore | Snapshot
         heuristic: FastHeuristic
         reused, cache_file = 0, None
+        if not isinstance(roots, Snapshot):
+            roots = _root_list(roots)
         if learn is None:
-            learn = learning_setting()[0] and not isinstance(roots, Snapshot)
+            learn = environment_setting("learn").value and not isinstance(roots, Snapshot)
         if isinstance(roots, Snapshot):
             store, heuristic = roots, FastHeuristic(roots)
         elif watch or learn:  # learning keeps a store, to write what it learns and see it
@@ -297,7 +318,7 @@ def open_recaller(
         enricher = Enricher.from_config(enrich) if isinstance(enrich, SelectorConfig) else enrich
         if enricher is not None and not isinstance(store, MemoryStore):
             raise UsageError("background enrichment needs a watched store: open the roots with watch=True")
-        recaller = Recaller(
+        return Recaller(
             store,
             made_selector if made_selector is not None else selector if not isinstance(selector, SelectorConfig) else None,
             telemetry=telemetry,
@@ -307,14 +328,10 @@ def open_recaller(
             enrich=enricher,
             enrich_calls_per_minute=enrich_calls_per_minute,
             learn=learn,
+            # closed after the Recaller's own parts, in reverse order of opening: the store last
+            opened=Opened(tuple(reversed(closers)), made_selector, reused, cache_file),
         )
     except BaseException:
         for close in reversed(closers):
             close()
         raise
-    for close in reversed(closers):  # closed after the Recaller's own parts, in reverse: the store last
-        recaller._adopt(close)
-    if made_selector is not None:
-        recaller._adopt_selector(made_selector)
-    recaller.reused_from_cache, recaller.cache_file = reused, cache_file
-    return recaller

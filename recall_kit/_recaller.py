@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._errors import UsageError
-from recall_kit._session import INITIAL_WAIT_MS, RecallSession
+from recall_kit._session import RecallSession
+from recall_kit._stages import INITIAL_WAIT_MS, Stages
 from recall_kit._sync_session import SyncRecallSession
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
@@ -19,8 +21,18 @@ if TYPE_CHECKING:
     from recall_kit._background_enrichment import BackgroundEnrichment
     from recall_kit._learn import Learner
     from recall_kit._enricher import Enricher
-    from recall_kit._heuristic import SnapshotSource
-    from recall_kit._protocols import FastStage, Selector
+    from recall_kit._heuristic import FastHeuristic, SnapshotSource
+    from recall_kit._protocols import Selector
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What ``open_recaller`` opened for a Recaller, which closes it, and how the index was obtained."""
+
+    closers: tuple[Callable[[], object], ...] = ()  # called in order by close(), after the Recaller's own parts
+    selector: Selector | None = None  # a client made for it: its connections are closed by aclose()
+    reused_from_cache: int = 0  # documents taken from the index cache
+    cache_file: Path | None = None  # the index cache used, if any
 
 
 class Recaller:
@@ -33,10 +45,11 @@ class Recaller:
     With ``learn``, each validated model answer is fed back to the store's learned sidecars on a
     thread of its own (``learner``); it never keeps the selector's key or URL credentials.
 
-    A Recaller closes what it made (its heuristic, background enrichment); what it is handed stays
-    the caller's. ``open_recaller`` opens the store, the heuristic and the model clients too, and
-    the Recaller it returns closes all of them: ``close()`` from threaded code, ``await aclose()``
-    (or ``async with``) on the event loop that used the selector, whose connections belong to it.
+    What every session runs is one frozen value, ``stages``. A Recaller closes what it made (its
+    heuristic, learner, background enrichment) and what ``opened`` lists; what it is handed stays
+    the caller's. ``open_recaller`` opens the store, the heuristic and the model clients, and the
+    Recaller it returns closes all of them: ``close()`` from threaded code, ``await aclose()`` (or
+    ``async with``) on the event loop that used the selector, whose connections belong to it.
     """
 
     def __init__(
@@ -45,36 +58,29 @@ class Recaller:
         selector: Selector | None = None,
         *,
         telemetry: Telemetry | Callable[[Any], object] | None = None,
-        heuristic: FastStage | None = None,
+        heuristic: FastHeuristic | None = None,
         initial_wait_ms: float = INITIAL_WAIT_MS,
         body_budget: int = BODY_BUDGET,
         enrich: Enricher | None = None,
         enrich_calls_per_minute: float | None = None,
         learn: bool = False,
+        opened: Opened = Opened(),
     ):
         self.enrichment: BackgroundEnrichment | None = None
-        self.learner: Learner | None = None
-        self._closers: list[Callable[[], object]] = []  # what this Recaller opened, closed last first
+        self._closers: list[Callable[[], object]] = []  # what this Recaller made, closed last first
         self._owned_selector: Selector | None = None
         self._closed = False
         if heuristic is None:
             from recall_kit._heuristic import FastHeuristic
 
-            made = FastHeuristic(store)
-            self._closers.append(made.close)
-            heuristic = made
+            heuristic = FastHeuristic(store)
+            self._closers.append(heuristic.close)
         self.store = store
-        self.selector = selector
-        self.heuristic: FastStage = heuristic
-        if telemetry is None or isinstance(telemetry, Telemetry):
-            self.telemetry = telemetry or Telemetry()
-        else:
-            self.telemetry = Telemetry(telemetry)
-        self.initial_wait_ms = initial_wait_ms
-        self.body_budget = body_budget
-        self.reused_from_cache = 0  # documents open_recaller took from the index cache
-        self.cache_file: Path | None = None  # the index cache open_recaller used, if any
-        self._session_ids = itertools.count(1)
+        self.heuristic: FastHeuristic = heuristic
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            telemetry = Telemetry(telemetry)
+        telemetry = telemetry or Telemetry()
+        learner = None
         if learn:
             from memory_store import MemoryStore
 
@@ -84,18 +90,54 @@ class Recaller:
             if not isinstance(store, MemoryStore):
                 self.close()
                 raise UsageError("learning needs a MemoryStore to keep what it learns: open the roots as a store")
-            self.learner = Learner(store, self.telemetry, selector.redactor if isinstance(selector, ModelSelector) else None)
+            learner = Learner(store, telemetry, selector.redactor if isinstance(selector, ModelSelector) else None)
+            self._closers.append(learner.close)  # closed first: what is queued is written before the store closes
+        self.stages = Stages(
+            source=store, heuristic=heuristic, selector=selector, learner=learner, telemetry=telemetry,
+            initial_wait_ms=initial_wait_ms, body_budget=body_budget,
+        )
+        self.reused_from_cache = opened.reused_from_cache
+        self.cache_file = opened.cache_file
+        self._session_ids = itertools.count(1)
         if enrich is not None:
             from recall_kit._background_enrichment import DEFAULT_CALLS_PER_MINUTE, BackgroundEnrichment
 
             rate = DEFAULT_CALLS_PER_MINUTE if enrich_calls_per_minute is None else enrich_calls_per_minute
             try:
                 self.enrichment = BackgroundEnrichment(
-                    store, enrich, telemetry=self.telemetry, calls_per_minute=rate  # type: ignore[arg-type]  # it refuses any other source
+                    store, enrich, telemetry=telemetry, calls_per_minute=rate  # type: ignore[arg-type]  # it refuses any other source
                 ).start()
             except BaseException:
                 self.close()
                 raise
+        # what open_recaller opened is the caller's to close until here, where nothing can fail any more
+        self._closers[:0] = reversed(opened.closers)
+        self._owned_selector = opened.selector
+
+    @property
+    def selector(self) -> Selector | None:
+        """The model stage sessions run, if any."""
+        return self.stages.selector
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where the sessions' events go."""
+        return self.stages.telemetry
+
+    @property
+    def learner(self) -> Learner | None:
+        """What feeds validated model answers back to the store, when learning is on."""
+        return self.stages.learner
+
+    @property
+    def initial_wait_ms(self) -> float:
+        """The initial point's ceiling."""
+        return self.stages.initial_wait_ms
+
+    @property
+    def body_budget(self) -> int:
+        """Characters of memory bodies in one rendered block."""
+        return self.stages.body_budget
 
     def snapshot(self) -> Snapshot:
         """The snapshot sessions recall from now."""
@@ -103,11 +145,11 @@ class Recaller:
 
     def snapshot_docs(self) -> Sequence[MemoryDoc]:
         """Every document of the current snapshot: the model stage's candidates."""
-        return list(self.snapshot().docs.values())
+        return self.stages.candidates()
 
     def session(self) -> RecallSession:
         """A new conversation (asyncio): its own pending handle and surfaced refs."""
-        return RecallSession(self, f"s{next(self._session_ids)}")
+        return RecallSession(self.stages, f"s{next(self._session_ids)}")
 
     def sync_session(self) -> SyncRecallSession:
         """A session for threaded code, on its own background loop thread."""
@@ -119,16 +161,15 @@ class Recaller:
         return self._closed
 
     def close(self) -> None:
-        """Stop background enrichment and close what this Recaller opened (its heuristic and, from
-        ``open_recaller``, the store). An owned selector's connections are closed on their own
+        """Stop background enrichment and close what this Recaller made (its learner first, so what
+        is queued is written; its heuristic) and then what ``opened`` lists (from ``open_recaller``:
+        the heuristic, then the store). An owned selector's connections are closed on their own
         loop: by the sync sessions that used it, or by ``aclose()``."""
         if self._closed:
             return
         self._closed = True
         if self.enrichment is not None:
             self.enrichment.close()
-        if self.learner is not None:
-            self.learner.close()  # what is queued is written before the store closes
         while self._closers:
             self._closers.pop()()
 
@@ -138,13 +179,6 @@ class Recaller:
         selector, self._owned_selector = self._owned_selector, None
         if selector is not None:
             await selector.aclose()
-
-    def _adopt(self, close: Callable[[], object]) -> None:
-        """Close ``close`` with this Recaller (for what ``open_recaller`` opened for it)."""
-        self._closers.insert(0, close)
-
-    def _adopt_selector(self, selector: Selector) -> None:
-        self._owned_selector = selector
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         # Like an unclosed asyncio transport: say so, and release what we hold all the same.

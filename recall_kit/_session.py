@@ -7,7 +7,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import Any
 
 from memory_store import MemoryDoc
 from recall_kit._handle import AbortSignal, FastResultBox, PrefetchHandle, wait_for_abort
@@ -15,29 +15,12 @@ from recall_kit._pipeline import run_recall
 from recall_kit._errors import SessionClosedError, UsageError
 from recall_kit._kinds import CANCEL_REASONS, CancelReason, ConsumePoint, DiscardReason, Phase, Placement, Strategy
 from recall_kit._render import render_memories
+from recall_kit._stages import INITIAL_WAIT_MS as INITIAL_WAIT_MS  # its public name is recall_kit.INITIAL_WAIT_MS
+from recall_kit._stages import Stages
 from recall_kit.limits import bounded_prompt
-from recall_kit._telemetry import DeliveryEvent, RecallEvent, Telemetry
-
-if TYPE_CHECKING:
-    from recall_kit._learn import Learner
-    from recall_kit._protocols import FastStage, Selector
-
-
-class SessionParts(Protocol):
-    """What a session takes from its Recaller: the stages, the telemetry and the delivery settings."""
-
-    heuristic: FastStage
-    selector: Selector | None
-    telemetry: Telemetry
-    initial_wait_ms: float
-    body_budget: int
-    learner: Learner | None
-
-    def snapshot_docs(self) -> Sequence[MemoryDoc]: ...
+from recall_kit._telemetry import DeliveryEvent, RecallEvent
 
 _log = logging.getLogger("recall_kit")
-
-INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,10 +42,10 @@ class Delivery:
 
 
 class RecallSession:
-    """Per conversation: at most one pending handle, and the refs surfaced so far."""
+    """Per conversation: at most one pending handle, and the refs surfaced so far; it runs ``stages``."""
 
-    def __init__(self, recaller: SessionParts, session_id: str):
-        self.recaller = recaller
+    def __init__(self, stages: Stages, session_id: str):
+        self.stages = stages
         self.id = session_id
         self._handle: PrefetchHandle | None = None
         self._surfaced: dict[str, None] = {}  # ordered set of refs
@@ -86,19 +69,21 @@ class RecallSession:
         """Start recall for a new user query and return at once (must run on the loop)."""
         if self._closed:
             raise SessionClosedError("begin() on a closed RecallSession")
+        if not isinstance(query, str):
+            raise UsageError(f"begin() takes the user's prompt as a str, got {type(query).__name__}")
         self.cancel("new_query")
-        recaller = self.recaller
+        stages = self.stages
         handle = PrefetchHandle(next(self._handle_ids), bounded_prompt(query), FastResultBox(), query_chars=len(query))
         self._handle = handle
         handle.task = self._spawn(
             run_recall(
                 handle,
-                recaller.heuristic,
-                recaller.selector,
-                recaller.snapshot_docs,
+                stages.heuristic,
+                stages.selector,
+                stages.candidates,
                 frozenset(self._surfaced),
                 self._on_settled,
-                recaller.learner.observe if recaller.learner is not None else None,
+                stages.learner.observe if stages.learner is not None else None,
             )
         )
         if abort is not None:
@@ -169,7 +154,7 @@ class RecallSession:
             return None
         if not handle.settled and not handle.box.has_docs:
             try:
-                async with asyncio.timeout(self.recaller.initial_wait_ms / 1000):
+                async with asyncio.timeout(self.stages.initial_wait_ms / 1000):
                     await handle.wake.wait()
             except TimeoutError:
                 pass
@@ -219,7 +204,7 @@ class RecallSession:
         self._surfaced.update(dict.fromkeys(d.ref for d in docs))
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
         refs = tuple(d.ref for d in docs)
-        self.recaller.telemetry.emit(
+        self.stages.telemetry.emit(
             DeliveryEvent(
                 session_id=self.id,
                 handle_id=handle.id,
@@ -233,7 +218,7 @@ class RecallSession:
             )
         )
         return Delivery(
-            text=render_memories(docs, body_budget=self.recaller.body_budget),
+            text=render_memories(docs, body_budget=self.stages.body_budget),
             docs=docs,
             phase=phase,
             strategy=strategy,
@@ -264,7 +249,7 @@ class RecallSession:
         else:
             phase, strategy, docs = None, (fast.strategy if fast else "none"), ()
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
-        self.recaller.telemetry.emit(
+        self.stages.telemetry.emit(
             DeliveryEvent(
                 session_id=self.id,
                 handle_id=handle.id,
@@ -284,7 +269,7 @@ class RecallSession:
     def _emit_recall(self, handle: PrefetchHandle, *, settled: bool) -> None:
         fast, outcome = handle.box.result, handle.result
         selected = outcome.docs if outcome is not None else (fast.docs if fast else ())
-        self.recaller.telemetry.emit(
+        self.stages.telemetry.emit(
             RecallEvent(
                 session_id=self.id,
                 handle_id=handle.id,

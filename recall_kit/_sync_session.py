@@ -99,7 +99,7 @@ class SyncRecallSession:
 
     async def _shutdown(self) -> None:
         await self._session.close()
-        selector = self._session.recaller.selector
+        selector = self._session.stages.selector
         if selector is not None:  # the connections it opened on our loop end with the loop
             await selector.aclose()
 

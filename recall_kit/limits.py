@@ -15,6 +15,8 @@ reads it without loading the engine. The store's own limits (file size, sidecar 
 
 from __future__ import annotations
 
+import os
+
 # --- what the stages read of a prompt ------------------------------------------------------------
 
 # The fast stage's work stays bounded whatever the prompt's size (a pasted log, a whole file);
@@ -82,6 +84,11 @@ DAEMON_MAX_ROOT_ENTRIES = 50_000
 DAEMON_MAX_STORES = 16
 DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more closes the least recently used
 
+# --- settings ----------------------------------------------------------------------------------------
+
+# The longest a model call may be given, from any source: a hung endpoint cannot hold a turn past it.
+MAX_MODEL_TIMEOUT_S = 300.0
+
 # --- the index cache ---------------------------------------------------------------------------------
 
 # One cache file per root set: 140 files (26 MB) built up in an afternoon of tests and daemon clients.
@@ -121,3 +128,18 @@ def clip_prompt(prompt: str, head: int = PROMPT_HEAD_CHARS, tail: int = PROMPT_T
     if len(prompt) <= head + tail:
         return prompt
     return f"{prompt[:head]}{PROMPT_ELLIPSIS}{prompt[len(prompt) - tail:]}"
+
+
+def broad_root_refusal(root: str, home: str | None = None) -> str | None:
+    """Why ``root`` is no folder of memories (the file system root, the home folder or a folder
+    above it), in one line naming it; None for any other path. The one rule every door applies
+    (settings from arguments, environment and files, and every root set a daemon client names)."""
+    real = os.path.realpath(os.path.expanduser(root))
+    home_real = os.path.realpath(home if home is not None else os.path.expanduser("~"))
+    if real == os.sep:
+        return f"root {root} is the file system root, not a folder of memories"
+    if real == home_real:
+        return f"root {root} is the home folder, not a folder of memories"
+    if home_real.startswith(real.rstrip(os.sep) + os.sep):
+        return f"root {root} holds the home folder, not a folder of memories"
+    return None

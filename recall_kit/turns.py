@@ -9,6 +9,8 @@ turn with it, and the benchmark harness measures every query of a dataset with i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from recall_kit._heuristic import FastResult
 from recall_kit._protocols import FastStage, Selector
 from recall_kit._recaller import Recaller
 from recall_kit._selector import Selection
-from recall_kit._session import Delivery
+from recall_kit._session import Delivery, RecallSession
 from recall_kit._telemetry import RecallEvent, Telemetry
 
 SETTLE_MARGIN_S = 1.0  # beyond the selector's own deadline, before a turn stops waiting
@@ -121,13 +123,15 @@ class _RecordingSelector:
 class TurnRunner:
     """Runs observed turns over one Recaller's store, heuristic and selector.
 
-    Each turn gets its own session from a Recaller that shares those stages, so turns may run
-    concurrently and still record their own fast result and selection. The runner owns nothing:
-    the Recaller it is given closes what it opened.
+    Each turn gets its own session, running the Recaller's stages with its fast and model stages
+    recorded (``dataclasses.replace``: the learner, telemetry and delivery settings are the
+    Recaller's), so turns may run concurrently and still record their own fast result and
+    selection. The runner owns nothing: the Recaller it is given closes what it opened.
     """
 
     def __init__(self, recaller: Recaller) -> None:
         self.recaller = recaller
+        self._turn_ids = itertools.count(1)
 
     def settle_bound(self) -> UntilSettled:
         """Wait for the recall up to the selector's own deadline plus a margin."""
@@ -149,16 +153,15 @@ class TurnRunner:
                 record.settled_at = time.perf_counter()
                 record.settled.set()
 
-        shared = self.recaller
-        recaller = Recaller(
-            shared.store,
-            _RecordingSelector(shared.selector, record) if shared.selector is not None else None,
-            telemetry=Telemetry(on_event),
+        shared = self.recaller.stages
+        # the shared stages, each model and fast result recorded: the learner and every setting kept
+        stages = dataclasses.replace(
+            shared,
             heuristic=_RecordingHeuristic(shared.heuristic, record),
-            initial_wait_ms=shared.initial_wait_ms,
-            body_budget=shared.body_budget,
+            selector=_RecordingSelector(shared.selector, record) if shared.selector is not None else None,
+            telemetry=Telemetry(*shared.telemetry.sinks, on_event),
         )
-        session = recaller.session()
+        session = RecallSession(stages, f"turn{next(self._turn_ids)}")
         try:
             session.begin(query)
             began = time.perf_counter()
@@ -177,7 +180,6 @@ class TurnRunner:
             session.finish()
         finally:
             await session.close()
-            recaller.close()
         return turn
 
 

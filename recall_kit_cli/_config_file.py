@@ -1,31 +1,31 @@
-"""Settings the commands share: the default memory roots, the checks on recall-kit.toml, and the
-model settings every command resolves the same way (``recall_kit.load_selector_config``).
+"""The settings a command runs with, loaded by ``recall_kit.settings.load_settings``: the user's
+file and the project file are read once per command (kept in the click context), every value
+checked and bounded there, and each warning (an unknown key, a key an untrusted project file may
+not set) printed once on stderr.
 
 Roots, highest precedence first: ``--root`` arguments, ``RECALL_KIT_ROOTS`` (os.pathsep-separated),
-then ``roots = [...]`` at the top of the project file ``./recall-kit.toml`` (relative paths are
-relative to that file; roots need no trust, the model's endpoint does).
+``roots = [...]`` in the user's file, then in the project file ``./recall-kit.toml`` (relative paths
+are relative to their file; never ``/`` or the home folder, from any of them).
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import click
 
 from memory_store import MemoryStore, MemoryStoreError
-from recall_kit import CONFIG_FILE_NAME, ConfigError, SelectorConfig, load_selector_config, read_config_toml
+from recall_kit import ConfigError, SelectorConfig
+from recall_kit.settings import CONFIG_FILE_NAME, ROOTS_ENV, Settings, SettingsFiles, load_settings, read_settings_files
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import warn
 
-ROOTS_ENV = "RECALL_KIT_ROOTS"
-KNOWN_KEYS = {"": ("roots", "learn", "selector"), "selector": ("base_url", "model", "api_key", "timeout")}
 NO_ROOT = f"no memory root: pass --root DIR, set {ROOTS_ENV}, or put roots = [...] in {CONFIG_FILE_NAME}"
-
-_warned: set[Path] = set()
+# how each setting is spelled as an option, for the one line naming where a bad value came from
+OPTION_NAMES = {"roots": "--root", "base_url": "--base-url", "model": "--model", "timeout": "--model-timeout",
+                "idle_timeout": "--idle-timeout", "learn": "--learn"}
+_FILES_KEY, _WARNED_KEY = "recall_kit.settings_files", "recall_kit.settings_warned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,60 +36,47 @@ class Roots:
     source: str
 
 
-def config_file() -> Path | None:
-    path = Path.cwd() / CONFIG_FILE_NAME
-    return path if path.is_file() else None
+def load(*, lenient: bool = False, **arguments: Any) -> Settings:
+    """Every setting, with ``arguments`` (setting name -> option value, None when not given) first.
+    The files are read on the first call of a command; later calls resolve from what was read.
+    InputError in one line for the first setting (or file) that cannot be used, whichever the
+    command needs: a bad value is said at once, by every command. With ``lenient`` (for `recall-kit
+    config`), nothing raises and each setting carries its problem."""
+    meta = _meta()
+    files: SettingsFiles | None = meta.get(_FILES_KEY)
+    if files is None:
+        files = meta[_FILES_KEY] = read_settings_files()
+    settings = load_settings(arguments, labels=OPTION_NAMES, files=files)
+    if not meta.get(_WARNED_KEY):
+        meta[_WARNED_KEY] = True
+        for line in settings.warnings:
+            warn(line)
+    return settings if lenient else require(settings)
 
 
-def read_config_file() -> tuple[Path | None, dict[str, Any]]:
-    """``./recall-kit.toml`` and its content ({} when absent); unknown keys warned about once."""
-    path = config_file()
-    if path is None:
-        return None, {}
+def require(settings: Settings, *names: str) -> Settings:
+    """``settings`` when the ones named (and the files) can be used; else InputError in one line."""
     try:
-        data = read_config_toml(path)
+        return settings.required(*names)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    if path not in _warned:
-        _warned.add(path)
-        for line in unknown_key_warnings(data, path):
-            warn(line)
-    return path, data
 
 
-def unknown_key_warnings(data: dict[str, Any], path: Path) -> list[str]:
-    """One line per key recall-kit does not know, with the closest known key when there is one."""
-    lines = []
-    for table, known in KNOWN_KEYS.items():
-        section = data if not table else data.get(table, {})
-        if not isinstance(section, dict):
-            continue
-        where = f"[{table}] " if table else ""
-        for key in section:
-            if key in known or (not table and key in KNOWN_KEYS):
-                continue
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known)}"
-            lines.append(f"{path}: unknown key {where}{key!r} ignored{hint}")
-    return lines
+def _meta() -> dict[str, Any]:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta if ctx is not None else {}
+
+
+def roots_of(settings: Settings) -> Roots:
+    """The roots of loaded settings; InputError naming every way to give one when none is set."""
+    if settings.roots.value is None:
+        raise InputError(NO_ROOT)
+    return Roots(settings.roots.value, settings.roots.source)
 
 
 def resolve_roots(given: tuple[str, ...]) -> Roots:
-    """The roots a command works on; InputError naming every way to give one when none is set."""
-    if given:
-        return Roots(tuple(given), "argument --root")
-    env = os.environ.get(ROOTS_ENV, "")
-    from_env = tuple(p for p in env.split(os.pathsep) if p)
-    if from_env:
-        return Roots(from_env, f"environment variable {ROOTS_ENV}")
-    path, data = read_config_file()
-    value = data.get("roots")
-    if path is None or value is None:
-        raise InputError(NO_ROOT)
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise InputError(f"{path}: roots must be a non-empty list of folder paths")
-    base = path.parent
-    return Roots(tuple(str(base / os.path.expanduser(v)) for v in value), f"project file {path} roots")
+    """The roots a command works on (``given``: its --root options)."""
+    return roots_of(load(roots=given))
 
 
 def selector_config(
@@ -97,17 +84,7 @@ def selector_config(
 ) -> SelectorConfig:
     """The model endpoint; a bad value is a one-line error that names its real source (with
     ``lenient``, it is described in ``problems`` instead)."""
-    if timeout is not None and not (timeout > 0 and timeout != float("inf")):
-        raise InputError(f"--model-timeout must be a positive number of seconds, got {timeout:g}")
-    try:
-        read_config_file()  # warns about unknown keys before the engine reads the same file
-    except InputError:
-        if not lenient:
-            raise
-    try:
-        return load_selector_config(base_url=base_url, model=model, timeout=timeout, lenient=lenient)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    return load(base_url=base_url, model=model, timeout=timeout, lenient=lenient).selector
 
 
 def model_off_reason(config: SelectorConfig) -> str | None:

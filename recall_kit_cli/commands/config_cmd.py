@@ -8,17 +8,9 @@ from typing import Any
 
 import click
 
-from recall_kit import (
-    CACHE_DIR_ENV,
-    USER_CONFIG_ENV,
-    ConfigError,
-    SelectorConfig,
-    default_cache_dir,
-    trust_config_file,
-    untrust_config_file,
-    user_config_path,
-)
-from recall_kit_cli._config_file import ROOTS_ENV, config_file, resolve_roots, selector_config
+from recall_kit import ConfigError, SelectorConfig
+from recall_kit.settings import ROOTS_ENV, trust_config_file, untrust_config_file, user_config_path
+from recall_kit_cli._config_file import load
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 
@@ -64,6 +56,7 @@ def trust(path: str | None) -> None:
     """
     try:
         trusted = trust_config_file(path)
+        recorded_in = user_config_path()
     except ConfigError as exc:
         raise InputError(str(exc)) from None
     table = trusted.data.get("selector")
@@ -71,7 +64,7 @@ def trust(path: str | None) -> None:
     endpoint = (f"its base_url {SelectorConfig(base_url=base_url, model=None).shown_base_url} may receive your API key"
                 if isinstance(base_url, str) and base_url else "it names no base_url")
     echo(f"trusted {clean(trusted.path)} (sha256 {trusted.sha256[:12]}): {clean(endpoint)}; "
-         f"recorded in {clean(user_config_path())}")
+         f"recorded in {clean(recorded_in)}")
 
 
 @config.command("untrust")
@@ -92,33 +85,34 @@ def untrust(path: str | None) -> None:
 
 def _settings() -> dict[str, Setting]:
     """Every setting as `recall-kit config` shows it, in display order."""
-    selector = selector_config(lenient=True)
-    problems, sources = selector.problems, selector.sources
-    project = config_file()
+    loaded = load(lenient=True)
+    selector, files, problems = loaded.selector, loaded.files, loaded.problems
     settings: dict[str, Setting] = {}
-    if project is None:
+    if files.project is None and "config_file" not in problems:
         settings["config_file"] = {"value": None, "source": "none found"}
     else:
-        settings["config_file"] = {"value": str(project), "source": f"project file, {selector.project_trust_shown}"}
-    user_path = user_config_path()
-    user_source = f"environment variable {USER_CONFIG_ENV}" if os.environ.get(USER_CONFIG_ENV) else "default"
+        trust = f", {selector.project_trust_shown}" if selector.project_trust_shown else ""
+        settings["config_file"] = {"value": str(files.project_path), "source": f"project file{trust}"}
+    user_path = files.user_path
+    found = files.user is not None or "user_config" in problems
     settings["user_config"] = {
-        "value": str(user_path) if selector.user_config_file or "user_config" in problems else None,
-        "source": user_source if selector.user_config_file else f"none at {user_path}",
+        "value": str(user_path) if user_path is not None and found else None,
+        "source": files.user_source if found else f"none at {user_path}",
     }
-    try:
-        roots = resolve_roots(())
-        settings["roots"] = {"value": os.pathsep.join(roots.paths), "source": roots.source}
-    except InputError:
+    roots = loaded.roots
+    if roots.value is None and roots.problem is None:
         settings["roots"] = {"value": None, "source": f"not set (--root, {ROOTS_ENV} or roots = [...])"}
-    settings["base_url"] = {"value": selector.shown_base_url, "source": sources.get("base_url", "not set")}
-    settings["model"] = {"value": selector.model, "source": sources.get("model", "not set")}
-    withheld_key = selector.refusal is not None and "api_key" in sources
+    else:
+        settings["roots"] = {"value": os.pathsep.join(roots.value or ()), "source": roots.source}
+    settings["base_url"] = {"value": selector.shown_base_url, "source": loaded["base_url"].source}
+    settings["model"] = {"value": selector.model, "source": loaded["model"].source}
+    withheld_key = selector.refusal is not None and "api_key" in selector.sources
     settings["api_key"] = {"value": "***" if selector.api_key or withheld_key else None,
-                           "source": sources.get("api_key", "not set")}
-    settings["timeout"] = {"value": f"{selector.timeout:g}", "source": sources.get("timeout", "default")}
-    source = f"environment variable {CACHE_DIR_ENV}" if os.environ.get(CACHE_DIR_ENV) else "default"
-    settings["cache_dir"] = {"value": str(default_cache_dir()), "source": source}
+                           "source": loaded["api_key"].source}
+    settings["timeout"] = {"value": f"{selector.timeout:g}", "source": loaded["timeout"].source}
+    settings["learn"] = {"value": "on" if loaded.learn.value else "off", "source": loaded.learn.source}
+    settings["cache_dir"] = {"value": str(loaded.cache_dir.value), "source": loaded.cache_dir.source}
+    settings["idle_timeout"] = {"value": f"{loaded.idle_timeout.value:g}", "source": loaded.idle_timeout.source}
     for name, problem in problems.items():
         settings[name]["problem"] = problem
     if selector.refusal:  # beside the key withheld, else beside the base_url that gets nothing

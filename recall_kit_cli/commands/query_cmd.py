@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from recall_kit import ConfigError, FastHeuristic, MemoryStoreError, SelectorConfig, open_recaller
+from recall_kit.settings import Settings
 from recall_kit.limits import bounded_prompt
 from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows, warn
-from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
+from recall_kit_cli._config_file import load, model_off_reason, root_option, roots_of
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
 FALLBACK = "showing the fast result"
@@ -43,16 +44,18 @@ def query(
       recall-kit query "how do we deploy ledgerline?" --root examples/memories -v
     """
     fmt = "json" if as_json else fmt
-    config, off_reason, refused = _selector_config(fast_only, base_url, model, model_timeout)
+    settings = load(roots=roots, base_url=base_url, model=model, timeout=model_timeout)
+    paths = roots_of(settings).paths
+    config, off_reason, refused = _selector_config(fast_only, settings)
     if require_model and config is None:
         raise InputError(f"--require-model: refinement is off ({off_reason})")
     text = bounded_prompt(text)  # what recall reads of it; a pasted log costs no more than its head
     try:
-        recaller = open_recaller(resolve_roots(roots).paths, watch=False, use_cache=not no_cache, selector=config)
+        recaller = open_recaller(paths, watch=False, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
+                                 selector=config, learn=settings.learn.value and config is not None)
     except (MemoryStoreError, ConfigError) as exc:
         raise InputError(str(exc)) from None
     snapshot, heuristic = recaller.snapshot(), recaller.heuristic
-    assert isinstance(heuristic, FastHeuristic)  # open_recaller builds one
     if off_reason and fmt == "text":
         echo(f"refinement off: {clean(off_reason)}")
     elif refused and fmt == "block":  # the block alone would not tell that a project file's endpoint was refused
@@ -97,14 +100,12 @@ def query(
         raise ModelUnavailable(f"--require-model: {summary}")
 
 
-def _selector_config(
-    fast_only: bool, base_url: str | None, model: str | None, timeout: float | None
-) -> tuple[SelectorConfig | None, str | None, bool]:
+def _selector_config(fast_only: bool, settings: Settings) -> tuple[SelectorConfig | None, str | None, bool]:
     """The endpoint to refine with, or None and the one-line reason refinement is off; and whether
     it is off because an untrusted project file names the endpoint."""
     if fast_only:
         return None, "--fast-only", False
-    config = selector_config(base_url=base_url, model=model, timeout=timeout)
+    config = settings.selector
     off = model_off_reason(config)
     return (None, off, config.refusal is not None) if off else (config, None, False)
 

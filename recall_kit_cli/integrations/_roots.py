@@ -15,7 +15,7 @@ import stat
 from collections.abc import Sequence
 
 from memory_store import RecallKitError
-from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS
+from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS, broad_root_refusal
 
 
 class RootRefused(RecallKitError):
@@ -42,13 +42,9 @@ def check_root_set(
             raise RootRefused(f"root {root} cannot be used: {exc.strerror}") from None
         if not stat.S_ISDIR(info.st_mode):
             raise RootRefused(f"root {root} is not a folder")
-        real = os.path.realpath(root)
-        if real == os.sep:
-            raise RootRefused(f"root {root} is the file system root, not a folder of memories")
-        if real == home_real:
-            raise RootRefused(f"root {root} is the home folder, not a folder of memories")
-        if home_real.startswith(real.rstrip(os.sep) + os.sep):
-            raise RootRefused(f"root {root} holds the home folder, not a folder of memories")
+        refusal = broad_root_refusal(root, home_real)
+        if refusal is not None:
+            raise RootRefused(refusal)
         existing.append(root)
     left = max_entries
     for root in existing:

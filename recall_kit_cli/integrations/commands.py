@@ -16,6 +16,7 @@ from recall_kit_cli._output import clean, clean_block, echo, warn
 
 if TYPE_CHECKING:
     from recall_kit import SelectorConfig
+    from recall_kit.settings import Settings
     from recall_kit_cli.integrations._runtime import RuntimePaths
     from recall_kit_cli.integrations.claude_settings import InstallResult
 
@@ -23,11 +24,9 @@ if TYPE_CHECKING:
 @click.command("serve")
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30 * 60.0,
-    show_default=True,
-    envvar="RECALL_KIT_IDLE_TIMEOUT",
-    help="Exit after this many seconds without a request (env RECALL_KIT_IDLE_TIMEOUT).",
+    type=float,
+    default=None,
+    help="Exit after this many seconds without a request (default 1800; or RECALL_KIT_IDLE_TIMEOUT).",
 )
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 @click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
 @click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
 def serve(
-    idle_timeout: float, fast_only: bool, debounce_ms: float | None, no_cache: bool, learn: bool | None,
+    idle_timeout: float | None, fast_only: bool, debounce_ms: float | None, no_cache: bool, learn: bool | None,
     show_status: bool, stop: bool, as_json: bool,
 ) -> None:
     """Run the per-user recall daemon the hooks talk to (the first hook starts it).
@@ -60,15 +59,16 @@ def serve(
         return
     if as_json:
         raise InputError("--json goes with --status or --stop")
+    from recall_kit_cli._config_file import load
     from recall_kit_cli.integrations._runtime import append_log
-    from recall_kit import learning_setting
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
 
     try:
-        config = _selector_config(fast_only)
+        settings = load(idle_timeout=idle_timeout, learn=learn)
         daemon = RecallDaemon(
-            paths, idle_timeout_s=idle_timeout, selector_config=config, debounce_ms=debounce_ms, use_cache=not no_cache,
-            learn=learn if learn else learning_setting()[0],
+            paths, idle_timeout_s=settings.idle_timeout.value, selector_config=_selector_config(fast_only, settings),
+            debounce_ms=debounce_ms, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
+            learn=settings.learn.value,
         )
         try:
             daemon.acquire()
@@ -215,23 +215,24 @@ def mcp(roots: tuple[str, ...], fast_only: bool, no_cache: bool) -> None:
     except ImportError as exc:
         raise InputError(f"the MCP server needs the mcp extra: pip install 'recall-kit[mcp]' ({exc})") from None
     from memory_store import MemoryStoreError
+    from recall_kit_cli._config_file import load, roots_of
 
-    config = _selector_config(fast_only)
+    settings = load(roots=roots)
+    paths = roots_of(settings).paths
+    config = _selector_config(fast_only, settings)
     try:
-        serve_stdio(list(roots), selector_config=config, use_cache=not no_cache)
+        serve_stdio(list(paths), selector_config=config, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
+                    learn=settings.learn.value and config is not None)
     except MemoryStoreError as exc:
         raise InputError(str(exc)) from None
 
 
-def _selector_config(fast_only: bool) -> SelectorConfig | None:
+def _selector_config(fast_only: bool, settings: Settings) -> SelectorConfig | None:
     """The model settings the daemon or server refines with, or None (fast path only); a key
     withheld from the endpoint is said in one warning line."""
-    from recall_kit_cli._config_file import selector_config
-    from recall_kit_cli._output import warn
-
     if fast_only:
         return None
-    loaded = selector_config()
+    loaded = settings.selector
     if loaded.refusal:
         warn(f"model stage off: {loaded.refusal}")
     return loaded if loaded.configured else None

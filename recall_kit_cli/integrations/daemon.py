@@ -20,10 +20,12 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from memory_store import RecallKitError, open_private, private_folder
 from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
+from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
 from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
@@ -31,7 +33,6 @@ from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
 
 _log = logging.getLogger("recall_kit.daemon")
 
-DEFAULT_IDLE_TIMEOUT_S = 30 * 60.0
 DEFAULT_SESSION_TTL_S = 6 * 3600.0  # an agent that died without SessionEnd leaves its session this long
 SHUTDOWN_GRACE_S = 5.0  # closing sessions and stores after a stop; what is still stuck then is left to the exit
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
@@ -67,6 +68,7 @@ class RecallDaemon:
         selector_config: SelectorConfig | None = None,
         debounce_ms: float | None = None,
         use_cache: bool = True,
+        cache_dir: Path | None = None,
         learn: bool = False,
         max_stores: int = DAEMON_MAX_STORES,
         max_sessions: int = DAEMON_MAX_SESSIONS,
@@ -80,6 +82,7 @@ class RecallDaemon:
         self._selector: ModelSelector | None = None
         self._store_options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
+        self._cache_dir = cache_dir  # the loaded settings' (None: open_recaller's default)
         self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
@@ -285,7 +288,7 @@ class RecallDaemon:
             await conversation.session.close()
             conversation = None
         if conversation is None:
-            conversation = _Conversation(RecallSession(recaller, sid), key)
+            conversation = _Conversation(RecallSession(recaller.stages, sid), key)
             self._conversations[sid] = conversation
         self._touch(sid)
         conversation.session.begin(query)  # begin() cuts it to what recall reads
@@ -435,7 +438,8 @@ class RecallDaemon:
         check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
         return open_recaller(
-            key, watch=True, use_cache=self._use_cache, selector=self._selector, learn=self._learn, **self._store_options
+            key, watch=True, use_cache=self._use_cache, cache_dir=self._cache_dir, selector=self._selector,
+            learn=self._learn, **self._store_options
         )
 
 

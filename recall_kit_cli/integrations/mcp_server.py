@@ -24,7 +24,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 
 from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError
-from recall_kit import FastHeuristic, RecallSession, SelectorConfig, open_recaller
+from recall_kit import RecallSession, SelectorConfig, open_recaller
 from recall_kit.limits import bounded_prompt
 
 URI_SCHEME = "memory://"
@@ -42,13 +42,21 @@ class MemoryService:
     """What the tools do, on one watched store; the MCP layer only adapts arguments and errors."""
 
     def __init__(
-        self, roots: list[str], selector_config: SelectorConfig | None = None, *, use_cache: bool = True
+        self,
+        roots: list[str],
+        selector_config: SelectorConfig | None = None,
+        *,
+        use_cache: bool = True,
+        cache_dir: Path | None = None,
+        learn: bool = False,
     ) -> None:
         # from the index cache, as `recall-kit query`; the Recaller closes the store, index and selector
-        self.recaller = open_recaller(roots, watch=True, use_cache=use_cache, selector=selector_config)
-        store, heuristic = self.recaller.store, self.recaller.heuristic
-        assert isinstance(store, MemoryStore) and isinstance(heuristic, FastHeuristic)  # watched, by open_recaller
-        self.store, self.heuristic = store, heuristic
+        self.recaller = open_recaller(
+            roots, watch=True, use_cache=use_cache, cache_dir=cache_dir, selector=selector_config, learn=learn
+        )
+        store = self.recaller.store
+        assert isinstance(store, MemoryStore)  # watched, by open_recaller
+        self.store, self.heuristic = store, self.recaller.heuristic
         self._session: RecallSession | None = None
 
     async def aclose(self) -> None:
@@ -237,11 +245,18 @@ _INSTRUCTIONS = (
 )
 
 
-def serve_stdio(roots: list[str], *, selector_config: SelectorConfig | None = None, use_cache: bool = True) -> None:
+def serve_stdio(
+    roots: list[str],
+    *,
+    selector_config: SelectorConfig | None = None,
+    use_cache: bool = True,
+    cache_dir: Path | None = None,
+    learn: bool = False,
+) -> None:
     """Serve the tools and resources for ``roots`` to one MCP client over stdio, until it disconnects."""
     import anyio
 
-    service = MemoryService(roots, selector_config, use_cache=use_cache)
+    service = MemoryService(roots, selector_config, use_cache=use_cache, cache_dir=cache_dir, learn=learn)
     server = RecallMCPServer(service)
 
     async def run() -> None:

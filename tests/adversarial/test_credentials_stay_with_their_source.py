@@ -117,7 +117,9 @@ def test_an_untrusted_project_endpoint_gets_no_prompt_even_without_a_key_or_with
         f'[selector]\nbase_url = "{attacker.base_url}"\nmodel = "m"\napi_key = "{PROJECT_KEY}"\n')
     block = repo.query("--format", "block")
     assert attacker.requests == []
-    assert block.stderr.count("\n") == 1 and "refinement off: your prompts are not sent to" in block.stderr
+    # the project's own key is ignored, said once; the refusal is the other line
+    assert block.stderr.count("\n") == 2 and "refinement off: your prompts are not sent to" in block.stderr
+    assert "[selector] api_key ignored: a project file you have not trusted may set only" in block.stderr
     with ScriptedChatServer() as users_endpoint:  # the user's own endpoint never gets the project's key
         repo.env["RECALL_KIT_BASE_URL"] = users_endpoint.base_url
         repo.query()

@@ -47,7 +47,7 @@ def test_agent_places_fast_memory_first_and_refined_memory_after_tool_results(st
             answer = await agent.run_turn(FAST_DB_QUERY)
         assert not session.pending
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
         return answer
 
     with AgentChatTestServer(script) as chat:

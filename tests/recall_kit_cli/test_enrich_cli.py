@@ -115,7 +115,7 @@ def test_some_failed_exits_1_with_reasons_and_keeps_the_rest(root: Path, server:
         (("--root", "mem", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "0"),
          ("--concurrency",)),
         (("--root", "mem", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--model-timeout", "-1"),
-         ("--model-timeout must be a positive number of seconds",)),
+         ("argument --model-timeout: timeout must be a positive, finite number of seconds",)),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(root: Path, args: tuple[str, ...], words: tuple[str, ...]) -> None:

@@ -95,7 +95,7 @@ def test_query_with_a_broken_config_file_exits_2_with_one_line(run_cli: RunCli, 
     assert_one_line_error(
         run_cli("query", "x", "--root", str(EXAMPLES), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                 "--model-timeout", "-1"),
-        "--model-timeout must be a positive number",
+        "argument --model-timeout: timeout must be a positive",
     )
 
 

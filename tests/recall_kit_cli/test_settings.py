@@ -52,12 +52,13 @@ def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: R
     project = tmp_path / "cwd" / "recall-kit.toml"
     assert data["model"] == {"value": "from-file", "source": f"project file {project} (untrusted) [selector] model"}
     assert data["timeout"]["value"] == "12" and data["api_key"]["value"] == "***"
-    assert data["roots"] == {"value": str(EXAMPLES), "source": f"project file {project} roots"}
+    assert data["roots"] == {"value": str(EXAMPLES), "source": f"project file {project} (untrusted) roots"}
     assert data["config_file"] == {"value": str(project), "source": "project file, untrusted"}
     assert data["cache_dir"]["source"] == "environment variable RECALL_KIT_CACHE_DIR"
     lines = text.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [
-        "config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"]
+        "config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "learn", "cache_dir",
+        "idle_timeout"]
     assert lines[4].startswith("model        from-file  (") and "[selector] model" in lines[4]
 
 
@@ -73,8 +74,8 @@ def test_an_unknown_key_is_warned_about_in_one_line_with_a_suggestion(run_cli: R
     assert result.returncode == 0
     warnings = result.stderr.splitlines()
     assert len(warnings) == 2
-    assert "unknown key [selector] 'modle' ignored; did you mean 'model'?" in warnings[1]
-    assert "unknown key 'rots' ignored; did you mean 'roots'?" in warnings[0]
+    assert "unknown key [selector] 'modle' ignored; did you mean [selector] model?" in warnings[1]
+    assert "unknown key 'rots' at the top level ignored; did you mean roots?" in warnings[0]
     assert all(line.startswith("recall-kit: warning: ") for line in warnings)
 
 
@@ -117,7 +118,8 @@ def test_config_with_a_malformed_key_shows_every_other_setting_and_flags_the_key
     text = run_cli("config", env=env)
     assert text.returncode == 0, text.stderr
     rows = {line.split()[0]: line for line in text.stdout.splitlines()}
-    assert set(rows) == {"config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "cache_dir"}
+    assert set(rows) == {"config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "learn",
+                         "cache_dir", "idle_timeout"}
     assert rows["base_url"].startswith("base_url     http://127.0.0.1:9/v1  (environment variable RECALL_KIT_BASE_URL)")
     assert rows["model"].startswith("model        m  (") and str(EXAMPLES) in rows["roots"]
     assert rows["api_key"].startswith("api_key      invalid  (environment variable RECALL_KIT_API_KEY: ")

@@ -128,7 +128,7 @@ def test_recall_kit_learn_turns_learning_on(root: Path, server: ScriptedChatServ
     with _recaller(root, server, EventLog(), learn=None) as recaller:
         assert recaller.learner is not None
     monkeypatch.setenv("RECALL_KIT_LEARN", "maybe")
-    with pytest.raises(Exception, match="RECALL_KIT_LEARN: 'maybe' is not 1 or 0"):
+    with pytest.raises(Exception, match="RECALL_KIT_LEARN: learn must be 1 or 0 .true or false., got 'maybe'"):
         _recaller(root, server, EventLog(), learn=None)
 
 

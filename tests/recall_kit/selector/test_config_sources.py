@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recall_kit import (
-    ConfigError,
-    ModelSelector,
-    SelectorConfig,
-    load_selector_config,
-    trust_config_file,
-    untrust_config_file,
-)
+from recall_kit import ConfigError, ModelSelector, SelectorConfig, load_selector_config
+from recall_kit.settings import trust_config_file, untrust_config_file
 
 USER_KEY = "sk-user-0123456789abcdef"
 PROJECT_KEY = "sk-project-0123456789abcdef"

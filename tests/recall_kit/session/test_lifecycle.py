@@ -30,7 +30,7 @@ def test_begin_returns_at_once_while_the_model_hangs(store, log, chat_server):
         session.begin(FAST_DB_QUERY)
         elapsed = ms_since(started)
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
         return elapsed
 
     assert run(scenario()) < 5
@@ -53,7 +53,7 @@ def test_fast_result_delivered_while_model_pending(store, log, chat_server):
         assert session.pending  # the refined result can still arrive
         assert log.recalls == []  # the model stage has not settled
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
 
@@ -74,7 +74,7 @@ def test_empty_fast_result_keeps_waiting_so_a_fast_model_gets_its_chance(store, 
         assert waited >= 25, f"waited {waited:.1f} ms"  # the refined phase shows it beat the ceiling
         assert not session.pending
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
 
@@ -95,7 +95,7 @@ def test_no_fast_result_and_model_never_answers_returns_nothing_after_the_ceilin
         assert session.pending
         session.finish()
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["no_safe_delivery_point"]
@@ -113,7 +113,7 @@ def test_initial_ceiling_is_configurable(store, log, chat_server):
         assert await session.consume("initial") is None
         waited = ms_since(started)
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
         return waited
 
     assert 19 <= run(scenario()) < 60
@@ -133,7 +133,7 @@ def test_recall_settled_before_initial_point_delivers_settled_result(store, log,
         assert not session.pending
         assert await session.consume("tool_result") is None
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
 
@@ -158,7 +158,7 @@ def test_refined_after_initial_is_delivered_at_next_tool_result_minus_fast_docs(
         assert await session.consume("tool_result") is None
         assert session.surfaced_paths == {DB, DEPLOY}
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
 
@@ -174,7 +174,7 @@ def test_refined_result_already_delivered_in_fast_phase_is_discarded(store, log,
         assert await session.consume("tool_result") is None
         assert not session.pending
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["already_delivered"]
@@ -190,7 +190,7 @@ def test_model_selecting_nothing_is_discarded_as_no_relevant_results(store, log,
         await log.wait_settled(handle_id=1)
         assert await session.consume("tool_result") is None
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["no_relevant_results"]
@@ -208,7 +208,7 @@ def test_turn_without_tool_calls_discards_the_pending_handle_and_its_request(sto
         assert not session.pending
         assert await asyncio.to_thread(request.connection_closed.wait, 2.0)
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["no_safe_delivery_point"]
@@ -225,7 +225,7 @@ def test_new_begin_cancels_previous_handle_and_its_http_request(store, log, chat
         assert await asyncio.to_thread(first.connection_closed.wait, 2.0)
         assert log.terminal(1)[0].reason == "new_query"
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["new_query", "shutdown"]
@@ -246,7 +246,7 @@ def test_abort_signal_ends_a_pending_initial_wait_at_once(store, log, chat_serve
         waited = ms_since(started)
         assert not session.pending
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
         return waited
 
     waited = run(scenario())
@@ -267,7 +267,7 @@ def test_abort_while_the_model_runs_cancels_its_request(store, log, chat_server)
         assert await asyncio.to_thread(request.connection_closed.wait, 2.0)
         assert not session.pending
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["abort"]
@@ -283,7 +283,7 @@ def test_abort_already_set_at_begin_delivers_nothing(store, log, chat_server):
         session.begin(FAST_DB_QUERY, abort=abort)
         assert await session.consume("initial") is None
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert log.discard_reasons() == ["abort"]
@@ -302,7 +302,7 @@ def test_turn_cancelled_after_the_fast_result_was_published_gets_nothing(store, 
         assert await session.consume("tool_result") is None
         assert session.surfaced_paths == frozenset()
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert [e.point for e in log.deliveries] == ["discarded"]
@@ -319,7 +319,7 @@ def test_fast_result_never_leaks_into_the_next_querys_turn(store, log, chat_serv
         assert await session.consume("initial") is None
         assert await session.consume("tool_result") is None
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     assert all(e.point == "discarded" for e in log.deliveries)
@@ -353,7 +353,7 @@ def test_surfaced_docs_are_excluded_from_later_recalls_until_reset(store, log, c
         session.begin(FAST_DB_QUERY)
         assert (await session.consume("initial")).refs == (DB,)
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
 
@@ -372,7 +372,7 @@ def test_one_terminal_event_per_handle_and_fast_and_refined_are_separate(store, 
         session.cancel("abort")
         session.cancel("abort")
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     first = [e for e in log.deliveries if e.handle_id == 1]
@@ -394,7 +394,7 @@ def test_refined_delivery_can_carry_heuristic_strategy_when_the_model_fails(stor
         assert delivery is not None
         assert (delivery.refs, delivery.phase, delivery.strategy) == ((DB,), "refined", "heuristic")
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     recall = log.recalls[0]
@@ -409,7 +409,7 @@ def test_recall_event_reports_stage_costs(store, log, chat_server):
         session.begin(FAST_DB_QUERY)
         await log.wait_settled(handle_id=1)
         await session.close()
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())
     recall = log.recalls[0]
@@ -448,7 +448,7 @@ def test_close_cancels_the_request_and_leaves_no_task(store, log, chat_server):
         assert request.connection_closed.is_set() or await asyncio.to_thread(request.connection_closed.wait, 2.0)
         with pytest.raises(RecallKitError):
             session.begin(FAST_DB_QUERY)
-        await session.recaller.selector.aclose()
+        await session.stages.selector.aclose()
 
     run(scenario())  # run() asserts no task is left
     assert log.discard_reasons() == ["shutdown"]

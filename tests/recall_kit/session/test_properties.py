@@ -112,7 +112,7 @@ async def play(store: MemoryStore, server: ScriptedChatServer, log: EventLog, st
             current = None
         assert session.surfaced_paths == surfaced
     await session.close()
-    await session.recaller.selector.aclose()
+    await session.stages.selector.aclose()
     check_log(log, begun)
 
 

@@ -1,0 +1,45 @@
+"""What a session runs, as one frozen value: its stages, its telemetry and its delivery settings.
+
+A Recaller builds one and every session it makes takes it. A wrapper that runs a session with a
+stage of its own (``recall_kit.turns.TurnRunner`` records each stage's result) derives its value
+with ``dataclasses.replace``, so no stage, the learner included, can be left behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memory_store import MemoryDoc, Snapshot
+from recall_kit._telemetry import Telemetry
+from recall_kit.limits import BODY_BUDGET
+
+if TYPE_CHECKING:
+    from recall_kit._heuristic import SnapshotSource
+    from recall_kit._learn import Learner
+    from recall_kit._protocols import FastStage, Selector
+
+INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stages:
+    """What a session runs: the fast stage, the model stage, the learner, telemetry and delivery settings.
+
+    ``source`` is where the model stage's candidates come from (the store the heuristic follows,
+    or a fixed snapshot). The value owns nothing: whoever made the stages closes them.
+    """
+
+    source: SnapshotSource | Snapshot
+    heuristic: FastStage
+    selector: Selector | None = None
+    learner: Learner | None = None  # fed each validated model answer
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    initial_wait_ms: float = INITIAL_WAIT_MS  # the initial point's ceiling
+    body_budget: int = BODY_BUDGET  # characters of memory bodies in one rendered block
+
+    def candidates(self) -> Sequence[MemoryDoc]:
+        """Every document of the source's current snapshot: the model stage's candidates."""
+        snapshot = self.source if isinstance(self.source, Snapshot) else self.source.snapshot()
+        return list(snapshot.docs.values())
