@@ -125,7 +125,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
                 elif "error" in root:
                     held = root["error"]
                 elif "memories" in root:
-                    held = f"{root['memories']} memories" + (f", {root['skipped']} skipped" if root["skipped"] else "")
+                    count = root["memories"]
+                    held = f"{count} memor{'y' if count == 1 else 'ies'}" + (f", {root['skipped']} skipped" if root["skipped"] else "")
                 else:
                     held = "not counted"
                 lines.append(f"    {root['kind']:<8} {root['path']}: {held}")
