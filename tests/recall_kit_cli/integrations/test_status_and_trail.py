@@ -9,9 +9,10 @@ import shutil
 import stat
 from pathlib import Path
 
-from integration_support import DEPLOY_PROMPT, EXAMPLES, Daemon, Env
+from integration_support import DEPLOY_PROMPT, EXAMPLES, Daemon, Env, wait_for
 
 from recall_kit.limits import TRAIL_MAX_BYTES
+from recall_kit.testing import Reply, ScriptedChatServer
 from recall_kit_cli.integrations.trail import Trail, read_trail
 
 
@@ -131,3 +132,28 @@ def test_the_trail_rotates_past_its_bound_into_one_old_file(tmp_path: Path) -> N
     assert len(sizes) == 2 and max(sizes) <= TRAIL_MAX_BYTES + 1024
     assert len(read_trail(state / "trail.jsonl", limit=5)) == 5
     assert os.stat(state / "trail.jsonl").st_mode & 0o077 == 0
+
+
+def test_the_log_shows_the_models_choice_and_its_timing(env: Env, memories: Path) -> None:
+    deploy = "memories/projects/ledgerline/deploy.md"
+    prompt = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
+    with ScriptedChatServer(default=Reply.select(deploy)) as server:
+        env.vars.update(RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
+        refining = Daemon(env)
+        try:
+            begin = {"op": "begin", "session": "s-1", "roots": [str(memories)], "query": prompt}
+            env.request(begin, {"op": "consume", "session": "s-1", "point": "initial"})
+
+            def refined_in_the_log() -> bool:
+                env.request({"op": "consume", "session": "s-1", "point": "tool_result"})
+                (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+                return any(d["phase"] == "refined" and d["point"] != "discarded" for d in entry["deliveries"])
+
+            wait_for(refined_in_the_log, "the refined delivery in the trail")
+        finally:
+            refining.stop()
+    (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    (refined,) = [d for d in entry["deliveries"] if d["phase"] == "refined" and d["point"] != "discarded"]
+    assert refined["strategy"] == "model" and refined["refs"] == [deploy]
+    assert entry["recall"]["settled"] is True and entry["recall"]["model_ms"] is not None
+    assert "the model's choice" in env.run("hook", "log").stdout.decode()
