@@ -114,6 +114,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
             else:
                 state = "not installed"
             lines.append(f"  {install['scope']:<8} {install['settings']}: {state}")
+        if sum(1 for install in agent["installs"] if install["installed"]) > 1:
+            lines.append("  both run on every event, one session with two root sets: uninstall one of them")
         heading = "a prompt here recalls from" if agent["installed"] else "once installed, a prompt here would recall from"
         for prompt in agent["prompts"]:
             lines.append(f"  {heading} ({prompt['source']}):")

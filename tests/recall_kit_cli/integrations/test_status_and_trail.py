@@ -52,6 +52,18 @@ def test_status_shows_the_install_the_daemon_and_this_folders_roots_with_their_c
     assert f"{folder}: {expected} memories" in text and "daemon: not running" in text
 
 
+def test_status_warns_when_the_user_and_the_project_hook_would_both_run(env: Env, tmp_path: Path, memories: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    assert env.run("hook", "install", "claude-code", "--user").returncode == 0
+    assert env.run("hook", "install", "claude-code", "--project", "--root", str(memories), cwd=project).returncode == 0
+
+    claude = next(a for a in _status(env, project)["agents"] if a["agent"] == "claude-code")
+
+    assert [p["source"] for p in claude["prompts"]] == ["agent folders", "--root"]
+    assert "both run on every event" in env.run("hook", "status", cwd=project).stdout.decode()
+
+
 def test_status_says_the_daemon_runs(env: Env, daemon: Daemon, tmp_path: Path) -> None:
     status = _status(env, tmp_path)
     assert status["daemon"]["running"] is True and status["daemon"]["pid"] == daemon.process.pid
