@@ -159,8 +159,9 @@ def _claude_canonical_root(root: str) -> str:
 
 
 def _sanitized(path: str) -> str:
-    """A path as one folder name: every character but ASCII letters and digits becomes '-'."""
-    return re.sub(r"[^a-zA-Z0-9]", "-", path)
+    """A path as one folder name, as both agents make it (a JavaScript regex over UTF-16 code units):
+    every code unit but ASCII letters and digits becomes '-', so a character beyond the BMP is '--'."""
+    return re.sub(r"[^a-zA-Z0-9]", lambda m: "--" if ord(m.group()) > 0xFFFF else "-", path)
 
 
 def _claude_key(path: str) -> str:
@@ -173,11 +174,24 @@ def _claude_key(path: str) -> str:
 
 def _java_hash(text: str) -> int:
     """JavaScript's ``h = (h << 5) - h + charCode | 0`` over UTF-16 code units (Claude Code's hash)."""
-    h = 0
-    data = text.encode("utf-16-le", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (h * 31 + int.from_bytes(data[i : i + 2], "little")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
+    return _java_hash_prefixes(text)[0][-1] if text else 0
+
+
+def _java_hash_prefixes(text: str) -> tuple[list[int], list[int]]:
+    """``_java_hash(text[:i + 1])`` and the UTF-16 length of ``text[:i + 1]``, for every ``i``, in one pass."""
+    hashes, units, h, n = [], [], 0, 0
+    for char in text:
+        for unit in (ord(char),) if ord(char) < 0x10000 else _surrogates(ord(char)):
+            h = (h * 31 + unit) & 0xFFFFFFFF
+            n += 1
+        hashes.append(h - (1 << 32) if h >= 1 << 31 else h)
+        units.append(n)
+    return hashes, units
+
+
+def _surrogates(code: int) -> tuple[int, int]:
+    code -= 0x10000
+    return 0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)
 
 
 def _base36(number: int) -> str:
@@ -222,13 +236,23 @@ def _claude_session_start(ctx: EventContext, projects: str) -> str | None:
     if transcript is None or os.path.dirname(os.path.dirname(transcript)) != projects:
         return cwd  # no transcript under this agent's projects folder: the cwd is all there is
     named = os.path.basename(os.path.dirname(transcript))
+    if cwd is None:
+        return None
+    # a folder above is a prefix of the cwd, and so are its name and its hash's state: one pass over
+    # the cwd, not one per folder (a 4,096-character cwd has 2,048 folders above it)
+    sanitized, (hashes, units) = _sanitized(cwd), _java_hash_prefixes(cwd)
     candidate = cwd
-    while candidate is not None:
-        if _claude_key(candidate) == named:
+    while True:
+        size = units[len(candidate) - 1]  # in UTF-16 code units, as the name is
+        key = sanitized[:size]
+        if size > _CLAUDE_MAX_KEY_CHARS:
+            key = f"{key[:_CLAUDE_MAX_KEY_CHARS]}-{_base36(abs(hashes[len(candidate) - 1]))}"
+        if key == named:
             return candidate
         parent = os.path.dirname(candidate)
-        candidate = None if parent == candidate else parent
-    return cwd
+        if parent == candidate:
+            return cwd
+        candidate = parent
 
 
 def claude_code_folders(ctx: EventContext) -> tuple[MemoryFolder, ...]:

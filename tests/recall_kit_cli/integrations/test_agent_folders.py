@@ -98,6 +98,24 @@ def test_a_long_project_path_gets_claude_codes_cut_name_and_hash(home: Path) -> 
     assert Path(path).parent.name == "-" + "a" * 199 + "-vtkmfl"
 
 
+def test_a_character_beyond_the_bmp_counts_twice_as_in_javascript(home: Path) -> None:
+    # Claude Code's regex runs over UTF-16 code units: an emoji is two '-', and the 200 are code units
+    # (the expected names were printed by node running Claude Code's own two functions)
+    assert Path(_folders(CLAUDE_CODE, home, "/x/\U0001f600\u00e9")[0][1]).parent.name == "-x----"
+    assert Path(_folders(CLAUDE_CODE, home, "/" + "\U0001f600" * 150)[0][1]).parent.name == "-" * 201 + "cmv0xd"
+
+
+def test_the_session_folder_is_found_above_a_long_cwd_by_its_hashed_name(home: Path, tmp_path: Path) -> None:
+    start = tmp_path / ("n" * 230)
+    (start / "sub" / "deeper").mkdir(parents=True)
+    named = Path(_folders(CLAUDE_CODE, home, start)[0][1]).parent.name
+    assert len(named) > 200  # cut, and followed by the hash of the whole path
+    transcript = str(home / ".claude" / "projects" / named / "abc.jsonl")
+    assert _folders(CLAUDE_CODE, home, start / "sub" / "deeper", transcript) == [
+        ("project", str(home / ".claude" / "projects" / named / "memory"))
+    ]
+
+
 def test_qwen_code_has_a_project_folder_a_user_folder_and_an_opt_in_team_folder(home: Path, repo: Path) -> None:
     base = home / ".qwen"
     project, user = ("project", str(base / "projects" / _key(repo) / "memory")), ("user", str(base / "memories"))
