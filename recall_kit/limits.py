@@ -73,6 +73,10 @@ PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded promp
 # large, and the prompt is cut only once the event is parsed.
 HOOK_MAX_STDIN_BYTES = 64 << 20
 HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
+# The recall trail (`recall-kit hook log`): about 4,000 prompts of 250 bytes in each of its two
+# files; a prompt's text, kept only on request, is cut to its first TRAIL_PROMPT_CHARS characters.
+TRAIL_MAX_BYTES = 1 << 20
+TRAIL_PROMPT_CHARS = 200
 HOOK_CONTEXT_MAX_CHARS = 10_000  # Claude Code caps a hook's additionalContext at this; longer is cut or filed away
 # What any client may make the daemon open: a root set of at most this many folders, holding at
 # most this many files and folders (hidden ones skipped, as the store does; counted up to the

@@ -6,12 +6,14 @@ import sys
 
 
 def main() -> None:
-    """Run `recall-kit`: the Claude Code hook without loading click or the engine, any other command through click."""
-    if sys.argv[1:3] == ["hook", "claude-code"] and not {"-h", "--help"} & set(sys.argv[3:]):
-        # runs on every prompt and tool call: no click, no other command, no engine
-        from recall_kit_cli.integrations.hook import run_claude_code
+    """Run `recall-kit`: an agent's hook without loading click or the engine, any other command through click."""
+    from recall_kit_cli.integrations.agents import AGENTS  # the agents' table alone: stdlib, cheap
 
-        sys.exit(run_claude_code(sys.argv[3:]))
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in AGENTS and not {"-h", "--help"} & set(sys.argv[3:]):
+        # runs on every prompt and tool call: no click, no other command, no engine
+        from recall_kit_cli.integrations.hook import run_hook
+
+        sys.exit(run_hook(sys.argv[2], sys.argv[3:]))
     try:
         from recall_kit_cli._app import main as run_app
     except KeyboardInterrupt:

@@ -18,7 +18,7 @@ APP = "recall-kit"
 
 @dataclass(frozen=True, slots=True)
 class RuntimePaths:
-    """Where one user's daemon listens and locks, and where the hook and the daemon log."""
+    """Where one user's daemon listens and locks, where the hook and the daemon log, and the recall trail."""
 
     folder: Path  # 0700, the user's own (checked by whoever uses it)
     state: Path
@@ -38,6 +38,10 @@ class RuntimePaths:
     @property
     def daemon_log(self) -> Path:
         return self.state / "daemon.log"
+
+    @property
+    def trail(self) -> Path:
+        return self.state / "trail.jsonl"
 
 
 def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> RuntimePaths:

@@ -1,6 +1,7 @@
-"""The integration commands: `serve`, `hook claude-code`, `hook install|uninstall claude-code`, `mcp`.
+"""The integration commands: `serve`, `hook claude-code|qwen-code`, `hook install|uninstall|status|log`, `mcp`.
 
-Only click and the standard library at import time: each command imports its machinery when it runs.
+Only click, the standard library and the agents' table at import time: each command imports its
+machinery when it runs.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import click
 
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, clean_block, echo, warn
+from recall_kit_cli.integrations.agents import AGENTS  # the agents' table: standard library only
 
 if TYPE_CHECKING:
     from recall_kit import SelectorConfig
     from recall_kit.settings import Settings
     from recall_kit_cli.integrations._runtime import RuntimePaths
-    from recall_kit_cli.integrations.claude_settings import InstallResult
+    from recall_kit_cli.integrations.agent_settings import InstallResult
 
 
 @click.command("serve")
@@ -32,16 +34,24 @@ if TYPE_CHECKING:
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the index cache.")
 @click.option("--learn", is_flag=True, default=None, help="Learn from the model (or RECALL_KIT_LEARN=1).")
+@click.option(
+    "--trail/--no-trail", default=True, envvar="RECALL_KIT_TRAIL",
+    help="The trail `hook log` reads (RECALL_KIT_TRAIL).",
+)
+@click.option(
+    "--trail-prompts", is_flag=True, envvar="RECALL_KIT_TRAIL_PROMPTS",
+    help="Prompt heads in it (RECALL_KIT_TRAIL_PROMPTS).",
+)
 @click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
 @click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
 @click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
 def serve(
     idle_timeout: float | None, fast_only: bool, debounce_ms: float | None, no_cache: bool, learn: bool | None,
-    show_status: bool, stop: bool, as_json: bool,
+    trail: bool, trail_prompts: bool, show_status: bool, stop: bool, as_json: bool,
 ) -> None:
     """Run the per-user recall daemon the hooks talk to (the first hook starts it).
 
-    It prints one JSON line once it listens, then serves until SIGTERM or the idle timeout.
+    It prints one JSON line once it listens, then serves until SIGTERM or idle.
 
     \b
     Examples:
@@ -62,6 +72,7 @@ def serve(
     from recall_kit_cli._config_file import load
     from recall_kit_cli.integrations._runtime import append_log
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line
+    from recall_kit_cli.integrations.trail import Trail
 
     try:
         settings = load(idle_timeout=idle_timeout, learn=learn)
@@ -69,6 +80,7 @@ def serve(
             paths, idle_timeout_s=settings.idle_timeout.value, selector_config=_selector_config(fast_only, settings),
             debounce_ms=debounce_ms, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
             learn=settings.learn.value,
+            trail=Trail(paths.trail, keep_prompts=trail_prompts) if trail else None,
         )
         try:
             daemon.acquire()
@@ -120,67 +132,86 @@ def hook() -> None:
     """Agent hooks that hand memories over through the daemon.
 
     \b
-    Example:
-      recall-kit hook install claude-code --project --root ~/memories
+    Examples:
+      recall-kit hook install claude-code --user     # or qwen-code
+      recall-kit hook status
+      recall-kit hook log
     """
 
 
-@hook.command("claude-code", context_settings={"ignore_unknown_options": True})
-@click.option("--root", "roots", multiple=True, help="A memory folder (repeatable).")
-def hook_claude_code(roots: tuple[str, ...]) -> None:
-    """Answer one Claude Code hook event (JSON on stdin); prints nothing and exits 0 on any failure.
+def _agent_hook_command(name: str, title: str) -> click.Command:
+    """`recall-kit hook <agent>`, for its --help: the installed hook runs it without click (``main``)."""
 
-    \b
-    Example (what the installed hook runs):
-      recall-kit hook claude-code --root ~/memories < event.json
-    """
-    from recall_kit_cli.integrations.hook import run_claude_code
+    @click.command(name, context_settings={"ignore_unknown_options": True}, help=(
+        f"Answer one {title} hook event (JSON on stdin); prints nothing and exits 0 on any failure.\n\n"
+        f"Without --root, the prompt recalls from {title}'s own memory folders for the event's project.\n\n"
+        f"\b\nExample (what the installed hook runs):\n  recall-kit hook {name} < event.json"
+    ))
+    @click.option("--root", "roots", multiple=True, help="A memory folder (repeatable); replaces the agent's folders.")
+    def answer(roots: tuple[str, ...]) -> None:
+        from recall_kit_cli.integrations.hook import run_hook
 
-    args = [f"--root={r}" for r in roots]
-    raise SystemExit(run_claude_code(args))
+        raise SystemExit(run_hook(name, [f"--root={r}" for r in roots]))
+
+    return answer
+
+
+for _agent in AGENTS.values():
+    hook.add_command(_agent_hook_command(_agent.name, _agent.title))
+
+_AGENT = click.Choice(list(AGENTS))
 
 
 @hook.command("install")
-@click.argument("agent", type=click.Choice(["claude-code"]))
-@click.option("--project", "scope", flag_value="project", help="This project's .claude/settings.json.")
-@click.option("--user", "scope", flag_value="user", default=True, help="~/.claude/settings.json (default).")
-@click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
-@click.option("--allow-missing", is_flag=True, help="Install a root that does not exist yet (with a warning).")
+@click.argument("agent", type=_AGENT)
+@click.option("--project", "scope", flag_value="project", help="This project's settings (.claude/ or .qwen/settings.json).")
+@click.option("--user", "scope", flag_value="user", default=True, help="Your own settings in ~/.claude or ~/.qwen (default).")
+@click.option("--root", "roots", multiple=True, help="A memory folder (repeatable); replaces the agent's own folders.")
+@click.option("--allow-missing", is_flag=True, help="Install a --root that does not exist yet (with a warning).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: bool, dry_run: bool) -> None:
-    """Add the recall hooks to Claude Code's settings JSON (idempotent; keeps the original).
+    """Add the recall hooks to the agent's settings JSON (idempotent; keeps the original).
+
+    Without --root, each prompt recalls from the agent's own memory folders for its project.
 
     \b
-    Example:
-      recall-kit hook install claude-code --project --root ~/memories
+    Examples:
+      recall-kit hook install claude-code --user
+      recall-kit hook install qwen-code --project --root ~/memories
     """
-    from recall_kit_cli.integrations.claude_settings import SettingsError, install_claude_code
+    from recall_kit_cli.integrations.agent_settings import SettingsError, install_hooks
 
+    spec = AGENTS[agent]
     try:
-        result = install_claude_code(scope, roots, dry_run=dry_run, allow_missing=allow_missing)
+        result = install_hooks(spec, scope, roots, dry_run=dry_run, allow_missing=allow_missing)
     except SettingsError as exc:
         raise InputError(str(exc)) from None
     for root in result.missing_roots:
         warn(f"memory root {root} does not exist: until it does, the hook recalls nothing (the daemon refuses it)")
     _report(result, dry_run, "updated", "already up to date")
+    if not roots:
+        echo(f"each prompt recalls from {spec.title}'s own memory folders for its project; "
+             "see them with `recall-kit hook status`")
+    if spec.install_note:
+        echo(f"note: {spec.install_note}")
 
 
 @hook.command("uninstall")
-@click.argument("agent", type=click.Choice(["claude-code"]))
-@click.option("--project", "scope", flag_value="project", help="This project's .claude/settings.json.")
-@click.option("--user", "scope", flag_value="user", default=True, help="~/.claude/settings.json (default).")
+@click.argument("agent", type=_AGENT)
+@click.option("--project", "scope", flag_value="project", help="This project's settings (.claude/ or .qwen/settings.json).")
+@click.option("--user", "scope", flag_value="user", default=True, help="Your own settings in ~/.claude or ~/.qwen (default).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 def hook_uninstall(agent: str, scope: str, dry_run: bool) -> None:
-    """Remove exactly the recall hooks from Claude Code's settings JSON; the rest stays as it is.
+    """Remove exactly the recall hooks from the agent's settings JSON; the rest stays as it is.
 
     \b
     Example:
       recall-kit hook uninstall claude-code --user
     """
-    from recall_kit_cli.integrations.claude_settings import SettingsError, uninstall_claude_code
+    from recall_kit_cli.integrations.agent_settings import SettingsError, uninstall_hooks
 
     try:
-        result = uninstall_claude_code(scope, dry_run=dry_run)
+        result = uninstall_hooks(AGENTS[agent], scope, dry_run=dry_run)
     except SettingsError as exc:
         raise InputError(str(exc)) from None
     _report(result, dry_run, "removed the recall hooks from", "no recall hooks in it, nothing to remove")
@@ -197,6 +228,58 @@ def _report(result: InstallResult, dry_run: bool, done: str, nothing: str) -> No
         kept = [f"backup {clean(result.backup)}"] if result.backup else []
         kept += [f"the original kept as {clean(result.original)}"] if result.original else []
         echo(f"{done} {path}" + (f" ({'; '.join(kept)})" if kept else ""))
+
+
+@hook.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def hook_status(as_json: bool) -> None:
+    """What is installed where, whether the daemon runs, and what a prompt here would recall from.
+
+    \b
+    Example:
+      recall-kit hook status
+    """
+    from recall_kit_cli._output import echo_json
+    from recall_kit_cli.integrations.hook_status import collect_status, status_text
+
+    status = collect_status(os.getcwd(), dict(os.environ))
+    if as_json:
+        echo_json(status)
+    else:
+        echo(*(clean(line) for line in status_text(status)))
+
+
+@hook.command("log")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="The last this many prompts.")
+@click.option("--session", default=None, help="Only this agent session's prompts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def hook_log(limit: int, session: str | None, as_json: bool) -> None:
+    """What was recalled for your recent prompts, where, and why (the daemon's trail).
+
+    Off with RECALL_KIT_TRAIL=0; prompt heads kept only with RECALL_KIT_TRAIL_PROMPTS=1.
+
+    \b
+    Example:
+      recall-kit hook log -n 5
+    """
+    from memory_store import UnsafePathError
+    from recall_kit_cli._output import echo_json
+    from recall_kit_cli.integrations._runtime import runtime_paths
+    from recall_kit_cli.integrations.trail import describe, read_trail
+
+    path = runtime_paths().trail
+    try:
+        prompts = read_trail(path, limit=limit, session=session)
+    except UnsafePathError as exc:
+        raise InputError(f"refusing to read the trail: {exc}") from None
+    if as_json:
+        echo_json({"trail": str(path), "prompts": [p.to_dict() for p in prompts]})
+        return
+    if not prompts:
+        echo(f"no prompts in {clean(path)} yet (the daemon writes it; RECALL_KIT_TRAIL=0 turns it off)")
+        return
+    for prompt in prompts:
+        echo(*(clean(line) for line in describe(prompt)))
 
 
 @click.command("mcp")

@@ -30,6 +30,7 @@ from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSIO
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
+from recall_kit_cli.integrations.trail import Trail
 
 _log = logging.getLogger("recall_kit.daemon")
 
@@ -72,6 +73,7 @@ class RecallDaemon:
         learn: bool = False,
         max_stores: int = DAEMON_MAX_STORES,
         max_sessions: int = DAEMON_MAX_SESSIONS,
+        trail: Trail | None = None,
     ) -> None:
         self.paths = paths
         self.idle_timeout_s = idle_timeout_s
@@ -84,6 +86,7 @@ class RecallDaemon:
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
         self._cache_dir = cache_dir  # the loaded settings' (None: open_recaller's default)
         self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars
+        self._trail = trail  # what each prompt got and why, for `recall-kit hook log`; None: kept nowhere
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -281,7 +284,14 @@ class RecallDaemon:
         if not isinstance(query, str) or not query.strip():
             raise _RequestError("begin needs a non-empty 'query'")
         key = _roots_key(message.get("roots"))
-        recaller = await self._recaller(key)
+        if self._trail is not None:
+            self._trail.begin(sid, key, query)
+        try:
+            recaller = await self._recaller(key)
+        except RecallKitError as exc:
+            if self._trail is not None:
+                self._trail.refused(sid, str(exc))
+            raise
         conversation = self._conversations.get(sid)
         if conversation is not None and conversation.key != key:
             del self._conversations[sid]
@@ -439,7 +449,7 @@ class RecallDaemon:
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
         return open_recaller(
             key, watch=True, use_cache=self._use_cache, cache_dir=self._cache_dir, selector=self._selector,
-            learn=self._learn, **self._store_options
+            learn=self._learn, telemetry=self._trail.emit if self._trail is not None else None, **self._store_options,
         )
 
 

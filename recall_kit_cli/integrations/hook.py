@@ -1,7 +1,11 @@
-"""`recall-kit hook claude-code`: one Claude Code hook event in on stdin, hook JSON out on stdout.
+"""`recall-kit hook claude-code|qwen-code`: one agent hook event in on stdin, hook JSON out on stdout.
 
 Runs once per prompt and per tool call, so it imports only the standard library and talks to the
 warm daemon. It never breaks the agent: on any failure it prints nothing, exits 0 and logs why.
+
+The roots of a prompt are the ``--root`` folders when any are given (they replace the agent's
+folders), else the agent's own memory folders for the event's project (``agents``), those that
+exist now: a folder that appears later is opened by the first prompt after it does.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import IO, Any
 from memory_store import RecallKitError  # its errors module alone: cheap
 from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, bounded_prompt
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
+from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, listening, request
 
-HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: Claude Code must never wait on recall
+HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: the agent must never wait on recall
 _CONNECT_POLL_S = (0.002, 0.005, 0.01, 0.02)  # back-off while an auto-started daemon binds
 
 
@@ -39,13 +44,14 @@ def parse_roots(args: list[str]) -> list[str]:
     return [r for r in roots if r]
 
 
-def run_claude_code(
+def run_hook(
+    agent_name: str,
     args: list[str],
     stdin: IO[bytes] | None = None,
     stdout: IO[str] | None = None,
     environ: dict[str, str] | None = None,
 ) -> int:
-    """The hook's whole life; always returns 0."""
+    """The hook's whole life for the agent ``agent_name`` (a key of ``AGENTS``); always returns 0."""
     deadline = time.monotonic() + HOOK_BUDGET_S
     env = dict(os.environ) if environ is None else environ
     paths = runtime_paths(env)
@@ -61,7 +67,7 @@ def run_claude_code(
         if not isinstance(payload, dict):
             raise _HookFailure("hook input is not a JSON object")
         event = str(payload.get("hook_event_name") or "?")
-        answer = _handle(event, payload, parse_roots(args), paths, deadline, env)
+        answer = _handle(AGENTS[agent_name], event, payload, parse_roots(args), paths, deadline, env)
         if answer is not None:
             out = stdout or sys.stdout
             out.write(json.dumps(answer, ensure_ascii=False))
@@ -85,7 +91,13 @@ def _log(paths: RuntimePaths, message: str) -> None:
 
 
 def _handle(
-    event: str, payload: dict[str, Any], roots: list[str], paths: RuntimePaths, deadline: float, env: dict[str, str]
+    agent: Agent,
+    event: str,
+    payload: dict[str, Any],
+    roots: list[str],
+    paths: RuntimePaths,
+    deadline: float,
+    env: dict[str, str],
 ) -> dict[str, Any] | None:
     session = payload.get("session_id")
     if not isinstance(session, str) or not session:
@@ -94,18 +106,17 @@ def _handle(
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return None
-        if not roots:
-            raise _HookFailure("no --root given to `recall-kit hook claude-code`")
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-        absolute = [os.path.abspath(os.path.join(cwd or os.getcwd(), os.path.expanduser(r))) for r in roots]
+        absolute = prompt_roots(agent, payload, roots, env)
+        if not absolute:
+            return None  # none of the agent's folders exists yet: nothing to recall, nothing to say
         # cut to what recall reads before the protocol's line limit can refuse it
         begin = {"op": "begin", "session": session, "roots": absolute, "query": bounded_prompt(prompt)}
         consume = {"op": "consume", "session": session, "point": "initial"}
         responses = _call(paths, [begin, consume], deadline, env, autostart=True)
-        return _context(event, responses[-1])
+        return _context(agent, event, responses[-1])
     if event == "PostToolUse":
         consume = {"op": "consume", "session": session, "point": "tool_result"}
-        return _context(event, _call(paths, [consume], deadline, env, autostart=False)[-1])
+        return _context(agent, event, _call(paths, [consume], deadline, env, autostart=False)[-1])
     if event == "Stop":
         _call(paths, [{"op": "finish", "session": session}], deadline, env, autostart=False)
         return None
@@ -115,14 +126,23 @@ def _handle(
     raise _HookFailure(f"event {event!r} is not one recall handles")
 
 
-def _context(event: str, response: dict[str, Any]) -> dict[str, Any] | None:
+def prompt_roots(agent: Agent, payload: dict[str, Any], roots: list[str], env: dict[str, str]) -> list[str]:
+    """The folders a prompt recalls from: ``roots`` made absolute against the event's ``cwd`` when
+    any are given, else the agent's folders for the event's project that exist now."""
+    context = event_context(payload, env)
+    if roots:
+        return [os.path.abspath(os.path.join(context.cwd or os.getcwd(), os.path.expanduser(r))) for r in roots]
+    return existing_folders(agent.folders(context))
+
+
+def _context(agent: Agent, event: str, response: dict[str, Any]) -> dict[str, Any] | None:
     delivery = response.get("delivery")
     if not isinstance(delivery, dict) or not delivery.get("text"):
         return None
     text = delivery["text"]
     if not isinstance(text, str) or len(text) > HOOK_CONTEXT_MAX_CHARS:
-        # Claude Code would cut it mid-memory (or file it away): the daemon renders within its budget, so this is not ours
-        raise _HookFailure(f"the delivery is {len(text)} characters, over Claude Code's {HOOK_CONTEXT_MAX_CHARS}; dropped")
+        # the agent would cut it mid-memory (or file it away): the daemon renders within its budget, so this is not ours
+        raise _HookFailure(f"the delivery is {len(text)} characters, over {agent.title}'s {HOOK_CONTEXT_MAX_CHARS}; dropped")
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
@@ -211,7 +231,7 @@ class _SpawnedDaemon:
                 stderr=log,
                 env=env,
                 cwd="/",
-                start_new_session=True,  # outlives the hook and is not killed with Claude Code's process group
+                start_new_session=True,  # outlives the hook and is not killed with the agent's process group
                 close_fds=True,
             )
         finally:

@@ -1,5 +1,6 @@
-"""`recall-kit hook install|uninstall claude-code` edits only what it can recognise as its own and keeps
-the rest of the user's settings file, its symlink, its numbers and its original, as they were."""
+"""`recall-kit hook install|uninstall claude-code|qwen-code` edits only what it can recognise as its own and
+keeps the rest of the user's settings file, its symlink, its numbers and its original, as they were:
+for each agent, with its own settings file."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
 from integration_support import Env, env, memories  # noqa: F401  (fixtures)
+
+from recall_kit_cli.integrations.agents import AGENTS, Agent
 
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
 NOTIFIER = "/opt/notifier hook claude-code --sound"
@@ -35,12 +39,17 @@ USERS_FILE = """{
 PLAIN_FILE = USERS_FILE.replace("1e400", "30")  # for the tests of other things than numbers
 
 
-def _settings(env: Env) -> Path:
-    return Path(env.vars["HOME"]) / ".claude" / "settings.json"
+@pytest.fixture(params=sorted(AGENTS))
+def agent(request: pytest.FixtureRequest) -> Agent:
+    return AGENTS[request.param]
 
 
-def _write_settings(env: Env, text: str = USERS_FILE) -> Path:
-    path = _settings(env)
+def _settings(env: Env, agent: Agent) -> Path:
+    return Path(env.vars["HOME"]) / agent.config_dir / "settings.json"
+
+
+def _write_settings(env: Env, agent: Agent, text: str = USERS_FILE) -> Path:
+    path = _settings(env, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode())
     return path
@@ -72,16 +81,16 @@ def _one_line_error(result: Any, *words: str) -> None:
 
 
 def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_updated(
-    env: Env, memories: Path, tmp_path: Path
+    env: Env, agent: Agent, memories: Path, tmp_path: Path
 ) -> None:
-    dotfiles = tmp_path / "dotfiles" / "claude"
+    dotfiles = tmp_path / "dotfiles" / agent.name
     dotfiles.mkdir(parents=True)
     (dotfiles / "settings.json").write_text(USERS_FILE)
-    link = _settings(env)
+    link = _settings(env, agent)
     link.parent.mkdir(parents=True)
     link.symlink_to(dotfiles / "settings.json")
 
-    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
 
     assert result.returncode == 0, result.stderr
     assert link.is_symlink() and os.readlink(link) == str(dotfiles / "settings.json")
@@ -90,23 +99,23 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_updated(
     assert sorted(p.name for p in dotfiles.iterdir()) == ["settings.json"]  # no temp file or backup left there
 
 
-def test_a_users_own_hook_that_mentions_hook_claude_code_is_never_taken_for_ours(env: Env, memories: Path) -> None:
-    path = _write_settings(env, PLAIN_FILE)
+def test_a_users_own_hook_that_mentions_hook_claude_code_is_never_taken_for_ours(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent, PLAIN_FILE)
     for _ in range(2):  # installing again must not take it either
-        result = env.run("hook", "install", "claude-code", "--root", str(memories))
+        result = env.run("hook", "install", agent.name, "--root", str(memories))
         assert result.returncode == 0, result.stderr
     settings = _strict_json(path.read_text())
     assert _commands(settings, "Stop")[0] == NOTIFIER and len(_ours(settings, "Stop")) == 1
     assert "prettier -w" in _commands(settings, "PostToolUse")
 
-    env.run("hook", "uninstall", "claude-code")
+    env.run("hook", "uninstall", agent.name)
     assert NOTIFIER in _commands(_strict_json(path.read_text()), "Stop")
 
 
-def test_numbers_and_every_byte_the_user_wrote_survive_an_install(env: Env, memories: Path) -> None:
-    path = _write_settings(env)
+def test_numbers_and_every_byte_the_user_wrote_survive_an_install(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent)
 
-    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
 
     assert result.returncode == 0, result.stderr
     text = path.read_text()
@@ -118,21 +127,21 @@ def test_numbers_and_every_byte_the_user_wrote_survive_an_install(env: Env, memo
     assert {op for op, *_ in matcher.get_opcodes()} <= {"equal", "insert"}, text
 
 
-def test_a_read_only_settings_file_is_refused_in_one_line_and_left_alone(env: Env, memories: Path) -> None:
-    path = _write_settings(env)
+def test_a_read_only_settings_file_is_refused_in_one_line_and_left_alone(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent)
     path.chmod(0o444)
 
-    result = env.run("hook", "install", "claude-code", "--root", str(memories))
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
 
     _one_line_error(result, str(path), "read-only")
     assert path.read_text() == USERS_FILE and stat.S_IMODE(path.stat().st_mode) == 0o444
     assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
 
 
-def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, memories: Path) -> None:
-    path = _write_settings(env)
+def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent)
     for root in (memories, memories / "projects", memories / "user"):
-        result = env.run("hook", "install", "claude-code", "--root", str(root))
+        result = env.run("hook", "install", agent.name, "--root", str(root))
         assert result.returncode == 0, result.stderr
 
     original = path.with_name("settings.json.recall-kit-original")
@@ -142,32 +151,64 @@ def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, memo
     assert _ours(last, "Stop")[0].endswith(f"--root {memories / 'projects'}")  # the state before the last install
 
 
-def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, memories: Path) -> None:
+def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, agent: Agent, memories: Path) -> None:
     typo = Path(env.vars["HOME"]) / "memroies"
 
-    refused = env.run("hook", "install", "claude-code", "--root", str(typo))
+    refused = env.run("hook", "install", agent.name, "--root", str(typo))
 
     _one_line_error(refused, "does not exist", str(typo), "--allow-missing")
-    assert not _settings(env).exists()
-    not_a_folder = env.run("hook", "install", "claude-code", "--root", str(memories / "user" / "profile.md"))
+    assert not _settings(env, agent).exists()
+    not_a_folder = env.run("hook", "install", agent.name, "--root", str(memories / "user" / "profile.md"))
     _one_line_error(not_a_folder, "not a folder")
 
-    allowed = env.run("hook", "install", "claude-code", "--root", str(typo), "--allow-missing")
+    allowed = env.run("hook", "install", agent.name, "--root", str(typo), "--allow-missing")
 
     assert allowed.returncode == 0, allowed.stderr
     assert b"warning" in allowed.stderr and str(typo).encode() in allowed.stderr
     assert b"the hook recalls nothing (the daemon refuses it)" in allowed.stderr  # from any root, not just it
-    assert _ours(_strict_json(_settings(env).read_text()), "Stop")[0].endswith(f"--root {typo}")
+    assert _ours(_strict_json(_settings(env, agent).read_text()), "Stop")[0].endswith(f"--root {typo}")
 
 
-def test_uninstall_removes_exactly_our_entries_and_gives_the_file_back_as_it_was(env: Env, memories: Path) -> None:
-    path = _write_settings(env)
-    assert env.run("hook", "install", "claude-code", "--root", str(memories)).returncode == 0
+def test_uninstall_removes_exactly_our_entries_and_gives_the_file_back_as_it_was(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent)
+    assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0
 
-    result = env.run("hook", "uninstall", "claude-code")
+    result = env.run("hook", "uninstall", agent.name)
 
     assert result.returncode == 0, result.stderr
     assert path.read_text() == USERS_FILE
-    again = env.run("hook", "uninstall", "claude-code")
+    again = env.run("hook", "uninstall", agent.name)
     assert again.returncode == 0 and b"nothing to remove" in again.stdout
     assert path.read_text() == USERS_FILE
+
+
+def test_an_install_without_roots_and_its_uninstall_leave_the_file_as_it_was(env: Env, agent: Agent) -> None:
+    path = _write_settings(env, agent)
+
+    installed = env.run("hook", "install", agent.name)
+
+    assert installed.returncode == 0, installed.stderr
+    settings = _strict_json(path.read_text())
+    assert all(_ours(settings, event) == [_ours(settings, "Stop")[0]] for event in EVENTS)
+    assert _ours(settings, "Stop")[0].endswith(f"/recall-kit hook {agent.name}")  # no --root: the agent's folders
+    assert all(
+        h["timeout"] == agent.hook_timeout for g in settings["hooks"]["Stop"] for h in g["hooks"] if "recall-kit" in h["command"]
+    )
+    assert env.run("hook", "uninstall", agent.name).returncode == 0
+    assert path.read_text() == USERS_FILE
+
+
+def test_one_agents_uninstall_leaves_the_other_agents_entries_alone(env: Env, memories: Path) -> None:
+    # a hand-written claude-code hook in Qwen Code's settings (it runs there too) is not qwen-code's to remove
+    qwen = _write_settings(env, AGENTS["qwen-code"], PLAIN_FILE)
+    by_hand = json.loads(PLAIN_FILE)
+    claude_command = f"/opt/venv/bin/recall-kit hook claude-code --root {memories}"
+    by_hand["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": claude_command}]})
+    text = json.dumps(by_hand, indent=4) + "\n"
+    qwen.write_text(text)
+
+    assert env.run("hook", "install", "qwen-code").returncode == 0
+    assert claude_command in _commands(_strict_json(qwen.read_text()), "Stop")
+    assert env.run("hook", "uninstall", "qwen-code").returncode == 0
+
+    assert qwen.read_text() == text

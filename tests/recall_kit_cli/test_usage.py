@@ -9,6 +9,7 @@ COMMANDS = [
     (), ("list",), ("query",), ("watch",), ("add",), ("show",), ("rm",), ("validate",), ("stats",), ("config",),
     ("config", "trust"), ("config", "untrust"),
     ("bench",), ("bench", "delivery"), ("bench", "latency"), ("serve",), ("hook",), ("hook", "claude-code"),
+    ("hook", "qwen-code"), ("hook", "status"), ("hook", "log"),
     ("hook", "install"), ("hook", "uninstall"), ("mcp",), ("enrich",), ("learned",), ("learned", "clear"),
 ]
 

@@ -128,7 +128,7 @@ def test_the_hook_says_the_daemon_refused_to_start_and_why(env: Env, memories: P
     event = json.dumps(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT))
     code = (
         "import io, sys; import recall_kit_cli.integrations.hook as hook; hook.HOOK_BUDGET_S = 60; "
-        f"hook.run_claude_code(['--root', {str(memories)!r}], stdin=io.BytesIO(sys.argv[1].encode()), stdout=io.StringIO())"
+        f"hook.run_hook('claude-code', ['--root', {str(memories)!r}], stdin=io.BytesIO(sys.argv[1].encode()), stdout=io.StringIO())"
     )
     bad = {**env.vars, "RECALL_KIT_TIMEOUT": "soon"}  # the daemon's own settings are invalid: it refuses to serve
     result = subprocess.run([sys.executable, "-c", code, event], capture_output=True, text=True, env=bad, timeout=90)
@@ -169,8 +169,8 @@ def test_a_delivery_over_claude_codes_cap_is_dropped_and_logged(env: Env, memori
 def test_a_warm_hook_call_loads_neither_the_engine_nor_the_store(env: Env, daemon: Daemon, memories: Path) -> None:
     event = json.dumps(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT))
     code = (
-        "import io, sys; from recall_kit_cli.integrations.hook import run_claude_code; "
-        f"run_claude_code(['--root', {str(memories)!r}], stdin=io.BytesIO(sys.argv[1].encode()), stdout=io.StringIO()); "
+        "import io, sys; from recall_kit_cli.integrations.hook import run_hook; "
+        f"run_hook('claude-code', ['--root', {str(memories)!r}], stdin=io.BytesIO(sys.argv[1].encode()), stdout=io.StringIO()); "
         "print(sorted(m for m in ('numpy', 'httpx', 'yaml', 'watchdog', 'click', 'recall_kit._session', "
         "'memory_store._store', 'memory_store._files') if m in sys.modules))"
     )

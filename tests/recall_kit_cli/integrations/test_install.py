@@ -65,3 +65,23 @@ def test_invalid_settings_are_refused_untouched(env: Env, memories: Path) -> Non
     assert result.returncode == 2
     assert b"not valid JSON" in result.stderr and len(result.stderr.splitlines()) == 1
     assert path.read_text() == "{ broken"
+
+
+def test_qwen_code_installs_into_its_own_settings_and_says_what_to_set(env: Env, tmp_path: Path) -> None:
+    result = env.run("hook", "install", "qwen-code", "--user")
+
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((Path(env.vars["HOME"]) / ".qwen" / "settings.json").read_text())
+    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
+        (entry,) = [h for g in settings["hooks"][event] for h in g["hooks"]]
+        assert entry["command"].endswith("/recall-kit hook qwen-code") and entry["timeout"] == 5  # seconds
+    assert settings["hooks"]["PostToolUse"][0]["matcher"] == "*"
+    out = result.stdout.decode()
+    assert "Qwen Code's own memory folders" in out and "recall-kit hook status" in out
+    assert '"enableManagedAutoMemory": false' in out and "stops it writing new memories" in out
+    assert not (Path(env.vars["HOME"]) / ".claude").exists()
+
+    project = tmp_path / "project"
+    project.mkdir()
+    assert env.run("hook", "install", "qwen-code", "--project", cwd=project).returncode == 0
+    assert (project / ".qwen" / "settings.json").is_file()

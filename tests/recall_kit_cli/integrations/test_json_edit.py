@@ -10,16 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recall_kit_cli.integrations._json_edit import JsonTextError, parse
-from recall_kit_cli.integrations.claude_settings import (
-    HOOK_EVENTS,
-    hook_command,
-    is_our_command,
-    with_our_hooks,
-    without_our_hooks,
-)
+from recall_kit_cli.integrations.agent_settings import hook_command, is_our_command, with_our_hooks, without_our_hooks
+from recall_kit_cli.integrations.agents import CLAUDE_CODE, HOOK_EVENTS
 
-COMMAND = hook_command(["/home/me/memories"], executable="/opt/venv/bin/recall-kit")
-OTHER = hook_command(["/home/me/other"], executable="/opt/venv/bin/recall-kit")
+COMMAND = hook_command(CLAUDE_CODE, ["/home/me/memories"], executable="/opt/venv/bin/recall-kit")
+OTHER = hook_command(CLAUDE_CODE, ["/home/me/other"], executable="/opt/venv/bin/recall-kit")
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -35,20 +30,20 @@ user_commands = st.sampled_from([
 
 
 def _ours(settings: dict[str, Any], event: str) -> list[str]:
-    return [h["command"] for g in settings["hooks"].get(event, []) for h in g["hooks"] if is_our_command(h["command"])]
+    return [h["command"] for g in settings["hooks"].get(event, []) for h in g["hooks"] if is_our_command(CLAUDE_CODE, h["command"])]
 
 
 @settings(max_examples=150, deadline=None)
 @given(user_settings, styles)
 def test_install_then_uninstall_gives_back_the_exact_text(data: dict[str, Any], indent: Any) -> None:
     text = json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
-    installed = with_our_hooks(text, COMMAND)
+    installed = with_our_hooks(CLAUDE_CODE, text, COMMAND)
     parsed = json.loads(installed)
     assert {k: v for k, v in parsed.items() if k != "hooks"} == data
     assert all(_ours(parsed, event) == [COMMAND] for event in HOOK_EVENTS)
-    assert with_our_hooks(installed, COMMAND) == installed
-    assert without_our_hooks(installed) == text
-    assert without_our_hooks(with_our_hooks(installed, OTHER)) == text
+    assert with_our_hooks(CLAUDE_CODE, installed, COMMAND) == installed
+    assert without_our_hooks(CLAUDE_CODE, installed) == text
+    assert without_our_hooks(CLAUDE_CODE, with_our_hooks(CLAUDE_CODE, installed, OTHER)) == text
 
 
 @settings(max_examples=100, deadline=None)
@@ -58,19 +53,19 @@ def test_the_users_own_hooks_are_kept_through_install_and_uninstall(hooks: list[
     for event, command in hooks:
         table.setdefault(event, []).append({"hooks": [{"type": "command", "command": command}]})
     text = json.dumps({"model": "opus", "hooks": table}, indent=indent)
-    installed = json.loads(with_our_hooks(text, COMMAND))
+    installed = json.loads(with_our_hooks(CLAUDE_CODE, text, COMMAND))
     for event in HOOK_EVENTS:
         kept = [h["command"] for g in installed["hooks"][event] for h in g["hooks"] if h["command"] != COMMAND]
         assert kept == [command for e, command in hooks if e == event]
         assert _ours(installed, event) == [COMMAND]
-    assert without_our_hooks(with_our_hooks(text, COMMAND)) == text  # (a table the user left empty would not come back)
+    assert without_our_hooks(CLAUDE_CODE, with_our_hooks(CLAUDE_CODE, text, COMMAND)) == text  # (a table the user left empty would not come back)
 
 
 def test_older_entries_of_ours_are_replaced_in_place_and_duplicates_dropped() -> None:
     old = {"type": "command", "command": OTHER, "timeout": 5}
     text = json.dumps({"hooks": {"Stop": [{"hooks": [old, {"type": "command", "command": "say done"}]},
                                           {"hooks": [old]}]}}, indent=2)
-    stop = json.loads(with_our_hooks(text, COMMAND))["hooks"]["Stop"]
+    stop = json.loads(with_our_hooks(CLAUDE_CODE, text, COMMAND))["hooks"]["Stop"]
     assert stop == [{"hooks": [{"type": "command", "command": COMMAND, "timeout": 5},
                                {"type": "command", "command": "say done"}]}]
 
@@ -86,7 +81,7 @@ def test_older_entries_of_ours_are_replaced_in_place_and_duplicates_dropped() ->
     ("/opt/venv/bin/recall-kit hook claude-code --root '/m", False),
 ])
 def test_an_entry_is_ours_only_in_the_exact_shape_we_write(command: str, ours: bool) -> None:
-    assert is_our_command(command) is ours
+    assert is_our_command(CLAUDE_CODE, command) is ours
 
 
 @pytest.mark.parametrize("text", [
@@ -100,5 +95,5 @@ def test_only_strict_json_is_accepted(text: str) -> None:
 
 def test_numbers_are_kept_as_written() -> None:
     text = '{"a": 1e400, "b": -0.0, "c": 1.50, "d": 123456789012345678901234567890}'
-    installed = with_our_hooks(text, COMMAND)
-    assert installed.startswith(text[:-1]) and without_our_hooks(installed) == text
+    installed = with_our_hooks(CLAUDE_CODE, text, COMMAND)
+    assert installed.startswith(text[:-1]) and without_our_hooks(CLAUDE_CODE, installed) == text

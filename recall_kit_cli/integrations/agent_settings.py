@@ -1,7 +1,9 @@
-"""`recall-kit hook install|uninstall claude-code`: our hook entries in Claude Code's settings JSON.
+"""`recall-kit hook install|uninstall claude-code|qwen-code`: our hook entries in an agent's settings JSON.
 
-An entry is ours only when it has the exact shape ``hook_command`` writes (``type: command``, the
-command ``/abs/recall-kit hook claude-code --root /abs/dir ...``); nothing else is ever touched.
+Both agents read one settings shape (``hooks.<event>[].hooks[]``); what differs (where the file
+is, the timeout's unit, the hook's name) is the agent's record in ``agents``. An entry is ours only
+when it has the exact shape ``hook_command`` writes (``type: command``, the command
+``/abs/recall-kit hook <agent> [--root /abs/dir ...]``); nothing else is ever touched.
 The file is edited in place (``_json_edit``): every byte but our entries stays as the user wrote it.
 A symlinked file keeps its link: the target is rewritten, atomically, in the target's folder. A
 read-only file is refused. Before each change the file is copied to ``settings.json.recall-kit-backup``;
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from memory_store import MemoryStoreError, RecallKitError, atomic_write
+from recall_kit_cli.integrations.agents import Agent
 from recall_kit_cli.integrations._json_edit import (
     Array,
     JsonTextError,
@@ -40,9 +43,7 @@ from recall_kit_cli.integrations._json_edit import (
     string_value,
 )
 
-HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
-TOOL_EVENTS = frozenset({"PostToolUse"})  # events whose entries carry a tool-name matcher
-HOOK_TIMEOUT_S = 5  # Claude Code's own limit for our command; the hook gives up well before it
+TOOL_EVENTS = frozenset({"PostToolUse"})  # events whose entries carry a tool-name matcher ("*": every tool)
 BACKUP_SUFFIX = ".recall-kit-backup"  # the file as it was before our last change
 ORIGINAL_SUFFIX = ".recall-kit-original"  # the file as it was before our first change; never overwritten
 _BACKUP_MODE = 0o600  # settings may hold keys (an "env" table): a copy is this user's alone
@@ -65,31 +66,30 @@ class InstallResult:
     missing_roots: tuple[str, ...] = ()
 
 
-def settings_path(scope: str, cwd: Path | None = None) -> Path:
-    """Claude Code's settings file: the project's (under ``cwd``) for scope "project", else the user's."""
-    if scope == "project":
-        return (cwd or Path.cwd()) / ".claude" / "settings.json"
-    return Path.home() / ".claude" / "settings.json"
+def settings_path(agent: Agent, scope: str, cwd: Path | None = None) -> Path:
+    """The agent's settings file: the project's (under ``cwd``) for scope "project", else the user's."""
+    return Path(agent.settings_path(scope, str(cwd or Path.cwd()), str(Path.home())))
 
 
-def hook_command(roots: tuple[str, ...] | list[str], executable: str | None = None) -> str:
-    """The shell command of our hook entries: this recall-kit's ``hook claude-code`` with each root made absolute."""
+def hook_command(agent: Agent, roots: tuple[str, ...] | list[str], executable: str | None = None) -> str:
+    """The shell command of our hook entries: this recall-kit's ``hook <agent>`` with each root made
+    absolute (no root: the agent's own folders, worked out at each prompt)."""
     exe = executable or _recall_kit_executable()
-    parts = [exe, "hook", "claude-code"]
+    parts = [exe, "hook", agent.name]
     for root in roots:
         parts += ["--root", os.path.abspath(os.path.expanduser(root))]
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def is_our_command(command: str) -> bool:
-    """Whether ``command`` is exactly what ``hook_command`` writes, so a user's own hook that merely
-    mentions ``hook claude-code`` is never taken for ours."""
+def is_our_command(agent: Agent, command: str) -> bool:
+    """Whether ``command`` is exactly what ``hook_command`` writes for ``agent``, so a user's own hook
+    that merely mentions ``hook claude-code`` is never taken for ours."""
     try:
         argv = shlex.split(command)
     except ValueError:
         return False
     exe, roots = (argv[0], argv[3:]) if len(argv) >= 3 else ("", [])
-    if argv[1:3] != ["hook", "claude-code"] or os.path.basename(exe) != "recall-kit":
+    if argv[1:3] != ["hook", agent.name] or os.path.basename(exe) != "recall-kit":
         return False
     if not (exe == "recall-kit" or os.path.isabs(exe)) or len(roots) % 2:
         return False
@@ -98,21 +98,22 @@ def is_our_command(command: str) -> bool:
     return command == " ".join(shlex.quote(p) for p in argv)
 
 
-def with_our_hooks(text: str, command: str) -> str:
+def with_our_hooks(agent: Agent, text: str, command: str) -> str:
     """``text`` with exactly one entry of ours, running ``command``, per hook event; older entries of
     ours replaced or dropped, every other byte kept. JsonTextError or SettingsError when it cannot be."""
     if not text.strip():
-        return json.dumps({"hooks": {event: [_group(event, command)] for event in HOOK_EVENTS}}, indent=2) + "\n"
-    return _edited(text, command)
+        return json.dumps({"hooks": {event: [_group(agent, event, command)] for event in agent.events}}, indent=2) + "\n"
+    return _edited(agent, text, command)
 
 
-def without_our_hooks(text: str) -> str:
+def without_our_hooks(agent: Agent, text: str) -> str:
     """``text`` without any entry of ours, and without a group, event or ``hooks`` table that only
     our entries filled; every other byte kept."""
-    return _edited(text, None) if text.strip() else text
+    return _edited(agent, text, None) if text.strip() else text
 
 
-def install_claude_code(
+def install_hooks(
+    agent: Agent,
     scope: str,
     roots: tuple[str, ...],
     *,
@@ -120,21 +121,39 @@ def install_claude_code(
     cwd: Path | None = None,
     allow_missing: bool = False,
 ) -> InstallResult:
-    """Put our hook entries into the settings file of ``scope`` and, unless ``dry_run`` or nothing
-    changes, write it. SettingsError when a root is not a folder (or does not exist, unless
+    """Put our hook entries into ``agent``'s settings file of ``scope`` and, unless ``dry_run`` or
+    nothing changes, write it. No ``roots``: the hook recalls from the agent's own folders. SettingsError when a root is not a folder (or does not exist, unless
     ``allow_missing``), or the file cannot be read, parsed or written; nothing is changed then."""
-    missing = checked_roots(roots, allow_missing)
-    command = hook_command(roots)
-    result = _edit_settings(scope, cwd, lambda text: with_our_hooks(text, command), dry_run)
+    missing = checked_roots(agent, roots, allow_missing)
+    command = hook_command(agent, roots)
+    result = _edit_settings(agent, scope, cwd, lambda text: with_our_hooks(agent, text, command), dry_run)
     return dataclasses.replace(result, missing_roots=missing)
 
 
-def uninstall_claude_code(scope: str, *, dry_run: bool = False, cwd: Path | None = None) -> InstallResult:
-    """Remove exactly our hook entries from the settings file of ``scope``; as ``install_claude_code`` otherwise."""
-    return _edit_settings(scope, cwd, without_our_hooks, dry_run)
+def uninstall_hooks(agent: Agent, scope: str, *, dry_run: bool = False, cwd: Path | None = None) -> InstallResult:
+    """Remove exactly our hook entries from ``agent``'s settings file of ``scope``; as ``install_hooks`` otherwise."""
+    return _edit_settings(agent, scope, cwd, lambda text: without_our_hooks(agent, text), dry_run)
 
 
-def checked_roots(roots: tuple[str, ...], allow_missing: bool) -> tuple[str, ...]:
+def installed_commands(agent: Agent, text: str) -> list[str]:
+    """The commands of our entries in settings ``text``, once each, in the order written; [] when
+    there are none or the text is not a JSON object."""
+    try:
+        root = parse(text)
+    except JsonTextError:
+        return []
+    hooks = root.get("hooks") if isinstance(root, Object) else None
+    found: list[str] = []
+    for member in hooks.members if isinstance(hooks, Object) else []:
+        for group in member.value.items if isinstance(member.value, Array) else []:
+            entries = group.get("hooks") if isinstance(group, Object) else None
+            for entry in entries.items if isinstance(entries, Array) else []:
+                if _is_ours(entry, agent):
+                    found.append(str(string_value(entry.get("command"))))
+    return list(dict.fromkeys(found))
+
+
+def checked_roots(agent: Agent, roots: tuple[str, ...], allow_missing: bool) -> tuple[str, ...]:
     """The roots that do not exist yet (allowed only with ``allow_missing``); SettingsError for a root
     that is not a folder, is missing without ``allow_missing``, or whose path is not UTF-8."""
     missing = []
@@ -143,7 +162,7 @@ def checked_roots(roots: tuple[str, ...], allow_missing: bool) -> tuple[str, ...
         try:
             path.encode("utf-8")
         except UnicodeEncodeError:
-            raise SettingsError(f"memory root {path} is not UTF-8, which Claude Code's settings cannot hold") from None
+            raise SettingsError(f"memory root {path} is not UTF-8, which {agent.title}'s settings cannot hold") from None
         if os.path.isdir(path):
             continue
         if os.path.exists(path):
@@ -160,36 +179,36 @@ def checked_roots(roots: tuple[str, ...], allow_missing: bool) -> tuple[str, ...
 # --- the text: which entries are ours, and the edit --------------------------------------------------
 
 
-def _entry(command: str) -> dict[str, Any]:
-    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+def _entry(agent: Agent, command: str) -> dict[str, Any]:
+    return {"type": "command", "command": command, "timeout": agent.hook_timeout}
 
 
-def _group(event: str, command: str) -> dict[str, Any]:
+def _group(agent: Agent, event: str, command: str) -> dict[str, Any]:
     group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
-    group["hooks"] = [_entry(command)]
+    group["hooks"] = [_entry(agent, command)]
     return group
 
 
-def _is_ours(entry: Node) -> TypeGuard[Object]:
+def _is_ours(entry: Node, agent: Agent) -> TypeGuard[Object]:  # TypeGuard narrows the first argument
     if not isinstance(entry, Object) or string_value(entry.get("type")) != "command":
         return False
     command = string_value(entry.get("command"))
-    return command is not None and is_our_command(command)
+    return command is not None and is_our_command(agent, command)
 
 
-def _is_current(entry: Object, command: str) -> bool:
-    """Whether an entry of ours already reads exactly as ``_entry(command)`` would write it."""
+def _is_current(agent: Agent, entry: Object, command: str) -> bool:
+    """Whether an entry of ours already reads exactly as ``_entry(agent, command)`` would write it."""
     timeout = entry.get("timeout")
     return (
         len(entry.members) == 3
         and string_value(entry.get("command")) == command
         and isinstance(timeout, Scalar)
         and not timeout.is_string
-        and timeout.value == str(HOOK_TIMEOUT_S)
+        and timeout.value == str(agent.hook_timeout)
     )
 
 
-def _edited(text: str, command: str | None) -> str:
+def _edited(agent: Agent, text: str, command: str | None) -> str:
     """``text`` with one entry of ours per hook event running ``command``, or with none when it is None."""
     root = parse(text)
     if not isinstance(root, Object):
@@ -198,9 +217,9 @@ def _edited(text: str, command: str | None) -> str:
     if not positions:
         if command is None:
             return text
-        table = {event: [_group(event, command)] for event in HOOK_EVENTS}
+        table = {event: [_group(agent, event, command)] for event in agent.events}
         return apply(text, edit_children(text, root, set(), [("hooks", table)]))
-    hooks_at = positions[-1]  # as Claude Code reads it: the last of duplicate keys wins
+    hooks_at = positions[-1]  # as the agents read it: the last of duplicate keys wins
     hooks = root.members[hooks_at].value
     if not isinstance(hooks, Object):
         raise SettingsError("'hooks' in the settings file is not an object")
@@ -208,36 +227,36 @@ def _edited(text: str, command: str | None) -> str:
     splices: list[Splice] = []
     emptied: set[int] = set()
     for i, member in enumerate(hooks.members):
-        wanted = command if member.key in HOOK_EVENTS and effective[member.key] == i else None
+        wanted = command if member.key in agent.events and effective[member.key] == i else None
         if not isinstance(member.value, Array):
             if wanted is not None:
                 raise SettingsError(f"'hooks.{member.key}' in the settings file is not a list")
             continue
-        event_splices, now_empty = _edited_event(text, member.value, member.key, wanted)
+        event_splices, now_empty = _edited_event(agent, text, member.value, member.key, wanted)
         if now_empty:
             emptied.add(i)
         else:
             splices += event_splices
-    added = [(event, [_group(event, command)]) for event in HOOK_EVENTS if event not in effective] if command else []
+    added = [(event, [_group(agent, event, command)]) for event in agent.events if event not in effective] if command else []
     if emptied and len(emptied) == len(hooks.members) and not added:
         return apply(text, edit_children(text, root, {hooks_at}))  # only ours were in it: it goes with them
     return apply(text, splices + edit_children(text, hooks, emptied, added))
 
 
-def _edited_event(text: str, groups: Array, event: str, command: str | None) -> tuple[list[Splice], bool]:
+def _edited_event(agent: Agent, text: str, groups: Array, event: str, command: str | None) -> tuple[list[Splice], bool]:
     """The splices for one event's list of groups, and whether the list is left empty by dropping ours."""
     ours: list[tuple[int, int, Object]] = []
     for g, group in enumerate(groups.items):
         entries = group.get("hooks") if isinstance(group, Object) else None
         if isinstance(entries, Array):
-            ours += [(g, e, entry) for e, entry in enumerate(entries.items) if _is_ours(entry)]
+            ours += [(g, e, entry) for e, entry in enumerate(entries.items) if _is_ours(entry, agent)]
     splices: list[Splice] = []
     kept: tuple[int, int] | None = None
     if command is not None and ours:
         g, e, first = ours[0]
         kept = (g, e)
-        if not _is_current(first, command):
-            splices.append(replace(text, first, _entry(command)))
+        if not _is_current(agent, first, command):
+            splices.append(replace(text, first, _entry(agent, command)))
     dropped: dict[int, set[int]] = {}
     for g, e, _node in ours:
         if (g, e) != kept:
@@ -249,7 +268,7 @@ def _edited_event(text: str, groups: Array, event: str, command: str | None) -> 
             emptied_groups.add(g)  # nothing of the user's in it: the group goes too
         else:
             splices += edit_children(text, entries, indices)
-    added = [_group(event, command)] if command is not None and not ours else []
+    added = [_group(agent, event, command)] if command is not None and not ours else []
     if emptied_groups and len(emptied_groups) == len(groups.items) and not added:
         return [], True
     return splices + edit_children(text, groups, emptied_groups, added), False
@@ -265,8 +284,10 @@ def _entries(group: Node) -> Array:
 # --- the file: where it is, reading it, the backups, writing it --------------------------------------
 
 
-def _edit_settings(scope: str, cwd: Path | None, change: Callable[[str], str], dry_run: bool) -> InstallResult:
-    path = settings_path(scope, cwd)
+def _edit_settings(
+    agent: Agent, scope: str, cwd: Path | None, change: Callable[[str], str], dry_run: bool
+) -> InstallResult:
+    path = settings_path(agent, scope, cwd)
     target = _target(path, (cwd or Path.cwd()) if scope == "project" else None)
     old = _read(target, path)
     old_text = old or ""
@@ -295,14 +316,20 @@ def _edit_settings(scope: str, cwd: Path | None, change: Callable[[str], str], d
         if old is None:
             target.parent.mkdir(parents=True, exist_ok=True)
         else:
-            backup, original = _keep_copies(path, old)
-        if _read(target, path) != old:  # Claude Code (or an editor) wrote it meanwhile: theirs wins
+            backup, original = _keep_copies(agent, path, old)
+        if _read(target, path) != old:  # the agent (or an editor) wrote it meanwhile: theirs wins
             raise SettingsError(f"{path} changed while recall-kit was editing it; nothing was changed, run it again")
         atomic_write(target, new_text)
     except (OSError, MemoryStoreError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         raise SettingsError(f"cannot write {path}: {reason}") from None
     return InstallResult(path, True, diff, backup, original)
+
+
+def read_settings(path: Path, project: Path | None) -> str | None:
+    """The text of the settings file at ``path`` (None when there is none), read as an edit would
+    read it: through its symlinks, inside ``project`` when it is a project's. SettingsError otherwise."""
+    return _read(_target(path, project), path)
 
 
 def _target(path: Path, project: Path | None) -> Path:
@@ -342,21 +369,21 @@ def _refuse_read_only(target: Path, path: Path) -> None:
         raise SettingsError(f"{shown} is read-only; nothing was changed (make it writable first)")
 
 
-def _keep_copies(path: Path, old_text: str) -> tuple[Path, Path | None]:
+def _keep_copies(agent: Agent, path: Path, old_text: str) -> tuple[Path, Path | None]:
     """Copy the file as it is to the backup beside ``path``, and to the original when there is none
     yet and the file holds nothing of ours (it is then the user's own); the paths written."""
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     _write_private(backup, old_text)
     original = path.with_name(path.name + ORIGINAL_SUFFIX)
-    if os.path.lexists(original) or _holds_ours(old_text):
+    if os.path.lexists(original) or _holds_ours(agent, old_text):
         return backup, None
     _write_private(original, old_text)
     return backup, original
 
 
-def _holds_ours(text: str) -> bool:
+def _holds_ours(agent: Agent, text: str) -> bool:
     try:
-        return without_our_hooks(text) != text
+        return without_our_hooks(agent, text) != text
     except (JsonTextError, SettingsError):
         return False
 
@@ -378,7 +405,7 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _recall_kit_executable() -> str:
-    """The absolute path of this recall-kit, so the hook works without it on Claude Code's PATH."""
+    """The absolute path of this recall-kit, so the hook works without it on the agent's PATH."""
     candidate = Path(sys.executable).parent / "recall-kit"
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return str(candidate)

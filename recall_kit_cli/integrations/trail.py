@@ -1,0 +1,205 @@
+"""The recall trail: what the daemon recalled for each prompt and why, for `recall-kit hook log`.
+
+The daemon appends one JSON line per prompt it begins (time, session, roots, the prompt's length)
+and per engine event of that prompt (each delivery with its point, phase, strategy, refs and
+latency; each discard with its reason, "no_relevant_results" being the gate's; the recall's
+timing and the model's fallback reason). The file is ``trail.jsonl`` in the state folder, private
+(0600, this user's, never through a symlink: ``_runtime.open_log``), rotated past
+``TRAIL_MAX_BYTES`` into one old file. It holds no prompt text unless ``RECALL_KIT_TRAIL_PROMPTS=1``
+(then the first ``TRAIL_PROMPT_CHARS`` characters); ``RECALL_KIT_TRAIL=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_store import RecallKitError, open_private
+from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
+from recall_kit_cli.integrations._runtime import open_log
+
+TRAIL_ENV = "RECALL_KIT_TRAIL"  # "0": the daemon keeps no trail
+TRAIL_PROMPTS_ENV = "RECALL_KIT_TRAIL_PROMPTS"  # "1": the trail keeps each prompt's head too
+_READ_MAX_BYTES = 4 * TRAIL_MAX_BYTES  # a trail file grown past this by someone else is read only to here
+
+
+class Trail:
+    """The daemon's writer: ``begin`` for each prompt, ``emit`` for each engine event (any thread)."""
+
+    def __init__(self, path: Path, *, keep_prompts: bool = False) -> None:
+        self.path = path
+        self.keep_prompts = keep_prompts
+        self._lock = threading.Lock()
+        self.failures = 0  # lines that could not be written (an unsafe state folder): counted, never raised
+
+    def begin(self, session: str, roots: Sequence[str], query: str) -> None:
+        """A prompt began: its session, its roots and its length (its head only when asked for)."""
+        record: dict[str, Any] = {"kind": "begin", "session": session, "roots": list(roots), "prompt_chars": len(query)}
+        if self.keep_prompts:
+            record["prompt"] = query[:TRAIL_PROMPT_CHARS]
+        self._write(record)
+
+    def refused(self, session: str, reason: str) -> None:
+        """The prompt's roots were refused (not folders of memories, over a bound): nothing recalled."""
+        self._write({"kind": "refused", "session": session, "reason": reason})
+
+    def emit(self, event: Any) -> None:
+        """One engine event (a telemetry sink): deliveries, discards and recall timings are kept."""
+        kind = getattr(event, "kind", None)
+        if kind == "delivery":
+            self._write({
+                "kind": "delivery", "session": event.session_id, "handle": event.handle_id, "point": event.point,
+                "phase": event.phase, "strategy": event.strategy, "refs": list(event.docs), "reason": event.reason,
+                "latency_ms": round(event.latency_ms, 1),
+            })
+        elif kind == "recall":
+            self._write({
+                "kind": "recall", "session": event.session_id, "handle": event.handle_id, "settled": event.settled,
+                "strategy": event.strategy, "selected": event.docs_selected, "scanned": event.docs_scanned,
+                "fast_ms": _ms(event.fast_ms), "model_ms": _ms(event.model_ms),
+                "fallback": str(event.fallback) if event.fallback is not None else None,
+            })
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps({"t": round(time.time(), 3), **record}, ensure_ascii=False) + "\n"
+        with self._lock:
+            try:
+                fd = open_log(self.path, rotate_at=TRAIL_MAX_BYTES)
+                try:
+                    os.write(fd, line.encode("utf-8", "replace"))
+                finally:
+                    os.close(fd)
+            except (OSError, RecallKitError):
+                self.failures += 1
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+@dataclass
+class PromptTrail:
+    """One prompt as the trail tells it: when, which session, what was delivered or discarded, and why."""
+
+    time: float
+    session: str
+    roots: list[str] = field(default_factory=list)
+    prompt_chars: int | None = None
+    prompt: str | None = None
+    deliveries: list[dict[str, Any]] = field(default_factory=list)  # in order: delivered and discarded
+    recall: dict[str, Any] | None = None  # the last timing: settled when the model answered
+    refused: str | None = None  # why the daemon opened none of its roots
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `hook log --json` shows it."""
+        out: dict[str, Any] = {
+            "time": self.time, "session": self.session, "roots": self.roots, "prompt_chars": self.prompt_chars,
+            "deliveries": self.deliveries, "recall": self.recall, "refused": self.refused,
+        }
+        if self.prompt is not None:
+            out["prompt"] = self.prompt
+        return out
+
+
+def read_trail(path: Path, *, limit: int, session: str | None = None) -> list[PromptTrail]:
+    """The last ``limit`` prompts of the trail (its old file first), oldest first; [] without one.
+    UnsafePathError when a trail file is a symlink, not a regular file or another user's."""
+    prompts: list[PromptTrail] = []
+    bound: dict[tuple[str, int], PromptTrail] = {}  # (session, handle) -> its prompt
+    waiting: dict[str, PromptTrail] = {}  # session -> its latest prompt, not bound to a handle yet
+    for record in _records(path.with_name(path.name + ".1")) + _records(path):
+        sid = record.get("session")
+        if not isinstance(sid, str) or (session is not None and sid != session):
+            continue
+        if record.get("kind") == "begin":
+            prompt = PromptTrail(
+                float(record.get("t") or 0), sid, [str(r) for r in record.get("roots") or []],
+                record.get("prompt_chars"), record.get("prompt"),
+            )
+            prompts.append(prompt)
+            waiting[sid] = prompt
+            continue
+        if record.get("kind") == "refused":
+            if sid in waiting:
+                waiting.pop(sid).refused = str(record.get("reason"))
+            continue
+        handle = record.get("handle")
+        if not isinstance(handle, int):
+            continue
+        entry = bound.get((sid, handle))
+        if entry is None:
+            entry = waiting.pop(sid, None)
+            if entry is None:  # its begin is in a file rotated away
+                entry = PromptTrail(float(record.get("t") or 0), sid)
+                prompts.append(entry)
+            bound[(sid, handle)] = entry
+        if record.get("kind") == "delivery":
+            entry.deliveries.append({k: record.get(k) for k in ("point", "phase", "strategy", "refs", "reason", "latency_ms")})
+        elif record.get("kind") == "recall":
+            entry.recall = {k: record.get(k) for k in ("settled", "strategy", "selected", "scanned", "fast_ms", "model_ms", "fallback")}
+    return prompts[-limit:] if limit > 0 else []
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    try:
+        fd = open_private(path)
+    except FileNotFoundError:
+        return []
+    try:
+        data = os.read(fd, _READ_MAX_BYTES)
+    finally:
+        os.close(fd)
+    records = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash or a rotation
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def describe(prompt: PromptTrail) -> list[str]:
+    """A prompt's trail as lines for a person (each still to be cleaned for the terminal)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(prompt.time))
+    head = f"{when}  session {prompt.session}"
+    if prompt.prompt_chars is not None:
+        head += f"  prompt of {prompt.prompt_chars} chars"
+    lines = [head]
+    if prompt.prompt is not None:
+        lines.append(f"  prompt: {prompt.prompt!r}")
+    for d in prompt.deliveries:
+        refs = ", ".join(d.get("refs") or []) or "nothing"
+        latency = f"{d.get('latency_ms')} ms"
+        if d.get("point") == "discarded":
+            why = _REASONS.get(str(d.get("reason")), str(d.get("reason")))
+            lines.append(f"  not delivered ({why}): {refs}  [{d.get('phase') or 'before any result'}, {latency}]")
+        else:
+            chooser = "the model's choice" if d.get("strategy") == "model" else "the fast stage"
+            lines.append(f"  {d.get('point')} point, {d.get('phase')}: {refs}  ({chooser}, {latency})")
+    recall = prompt.recall
+    if recall is not None and recall.get("fallback"):
+        lines.append(f"  model fell back: {recall['fallback']}")
+    if prompt.refused is not None:
+        lines.append(f"  roots refused: {prompt.refused}")
+    elif not prompt.deliveries:
+        lines.append("  nothing delivered yet")
+    return lines
+
+
+_REASONS = {
+    "no_relevant_results": "nothing passed the gate",
+    "already_delivered": "already delivered in this session",
+    "new_query": "the next prompt came first",
+    "no_safe_delivery_point": "the turn ended before a safe point",
+    "abort": "aborted",
+    "reset": "the session was reset",
+    "shutdown": "the session closed",
+}

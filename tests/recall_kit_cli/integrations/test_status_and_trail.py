@@ -1,0 +1,171 @@
+"""`recall-kit hook status` says what is installed, whether the daemon runs and what a prompt here
+would recall from; `recall-kit hook log` shows what each prompt got and why, from a private trail."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from integration_support import DEPLOY_PROMPT, EXAMPLES, Daemon, Env, wait_for
+
+from recall_kit.limits import TRAIL_MAX_BYTES
+from recall_kit.testing import Reply, ScriptedChatServer
+from recall_kit_cli.integrations.trail import Trail, read_trail
+
+
+def _key(path: Path | str) -> str:
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(path))
+
+
+def _prompt(env: Env, agent: str, cwd: Path, prompt: str = DEPLOY_PROMPT, session: str = "s-1") -> bytes:
+    event = {"session_id": session, "hook_event_name": "UserPromptSubmit", "cwd": str(cwd), "prompt": prompt}
+    return bytes(env.run("hook", agent, input=json.dumps(event)).stdout)
+
+
+def _status(env: Env, cwd: Path) -> dict:
+    result = env.run("hook", "status", "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_status_shows_the_install_the_daemon_and_this_folders_roots_with_their_counts(env: Env, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    folder = Path(env.vars["HOME"]) / ".claude" / "projects" / _key(project) / "memory"
+    shutil.copytree(EXAMPLES, folder)
+    assert env.run("hook", "install", "claude-code", "--user").returncode == 0
+
+    status = _status(env, project)
+
+    claude = next(a for a in status["agents"] if a["agent"] == "claude-code")
+    assert [(i["scope"], i["installed"]) for i in claude["installs"]] == [("user", True), ("project", False)]
+    ((root,),) = [p["roots"] for p in claude["prompts"]]
+    expected = sum(1 for p in EXAMPLES.rglob("*.md") if p.name != "MEMORY.md")
+    assert (root["path"], root["exists"], root["memories"], root["skipped"]) == (str(folder), True, expected, 0)
+    qwen = next(a for a in status["agents"] if a["agent"] == "qwen-code")
+    assert not qwen["installed"] and all(not r["exists"] for r in qwen["prompts"][0]["roots"])
+    assert status["daemon"]["running"] is False
+    text = env.run("hook", "status", cwd=project).stdout.decode()
+    assert f"{folder}: {expected} memories" in text and "daemon: not running" in text
+
+
+def test_status_warns_when_the_user_and_the_project_hook_would_both_run(env: Env, tmp_path: Path, memories: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    assert env.run("hook", "install", "claude-code", "--user").returncode == 0
+    assert env.run("hook", "install", "claude-code", "--project", "--root", str(memories), cwd=project).returncode == 0
+
+    claude = next(a for a in _status(env, project)["agents"] if a["agent"] == "claude-code")
+
+    assert [p["source"] for p in claude["prompts"]] == ["agent folders", "--root"]
+    assert "both run on every event" in env.run("hook", "status", cwd=project).stdout.decode()
+
+
+def test_status_says_the_daemon_runs(env: Env, daemon: Daemon, tmp_path: Path) -> None:
+    status = _status(env, tmp_path)
+    assert status["daemon"]["running"] is True and status["daemon"]["pid"] == daemon.process.pid
+
+
+def test_the_log_lists_each_prompt_with_what_was_delivered_and_keeps_no_prompt_text(
+    env: Env, daemon: Daemon, memories: Path
+) -> None:
+    event = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "cwd": "/", "prompt": DEPLOY_PROMPT}
+    assert b"Fly.io" in env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event)).stdout
+    silent = {**event, "prompt": "zzqx wibble frobnicate"}
+    env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(silent))
+
+    result = env.run("hook", "log", "--json")
+
+    assert result.returncode == 0, result.stderr
+    hit, miss = json.loads(result.stdout)["prompts"]
+    assert hit["session"] == "s-1" and hit["roots"] == [str(memories)] and hit["prompt_chars"] == len(DEPLOY_PROMPT)
+    (initial,) = [d for d in hit["deliveries"] if d["point"] == "initial"]
+    assert initial["phase"] == "fast" and "memories/projects/ledgerline/deploy.md" in initial["refs"]
+    assert initial["latency_ms"] >= 0
+    assert [d["reason"] for d in miss["deliveries"]] == ["no_relevant_results"]
+    trail = Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl"
+    assert "ledgerline to production" not in trail.read_text() and "wibble" not in trail.read_text()
+    assert stat.S_IMODE(trail.stat().st_mode) == 0o600
+    text = env.run("hook", "log").stdout.decode()
+    assert "initial point, fast: memories/projects/ledgerline/deploy.md" in text and "nothing passed the gate" in text
+
+
+def test_prompt_text_is_kept_only_when_asked_for(env: Env, memories: Path) -> None:
+    env.vars["RECALL_KIT_TRAIL_PROMPTS"] = "1"
+    asked = Daemon(env)
+    try:
+        event = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "cwd": "/", "prompt": DEPLOY_PROMPT}
+        env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event))
+    finally:
+        asked.stop()
+    (prompt,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    assert prompt["prompt"] == DEPLOY_PROMPT
+
+
+def test_the_trail_is_off_with_its_setting(env: Env, memories: Path) -> None:
+    env.vars["RECALL_KIT_TRAIL"] = "0"
+    off = Daemon(env)
+    try:
+        event = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "cwd": "/", "prompt": DEPLOY_PROMPT}
+        assert b"Fly.io" in env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event)).stdout
+    finally:
+        off.stop()
+    assert not (Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl").exists()
+    assert b"no prompts in" in env.run("hook", "log").stdout
+
+
+def test_a_symlinked_trail_is_never_written_through_nor_read(env: Env, daemon: Daemon, memories: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text("")
+    trail = Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl"
+    trail.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    trail.symlink_to(target)
+    event = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "cwd": "/", "prompt": DEPLOY_PROMPT}
+
+    assert b"Fly.io" in env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event)).stdout
+
+    assert target.read_text() == ""
+    refused = env.run("hook", "log")
+    assert refused.returncode == 2 and b"refusing to read the trail" in refused.stderr
+
+
+def test_the_trail_rotates_past_its_bound_into_one_old_file(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    trail = Trail(state / "trail.jsonl")
+    roots = ["/r" * 200]
+    for i in range(TRAIL_MAX_BYTES // 400 + 10):
+        trail.begin(f"s-{i}", roots, "q")
+    assert trail.failures == 0
+    sizes = sorted(p.stat().st_size for p in state.iterdir())
+    assert len(sizes) == 2 and max(sizes) <= TRAIL_MAX_BYTES + 1024
+    assert len(read_trail(state / "trail.jsonl", limit=5)) == 5
+    assert os.stat(state / "trail.jsonl").st_mode & 0o077 == 0
+
+
+def test_the_log_shows_the_models_choice_and_its_timing(env: Env, memories: Path) -> None:
+    deploy = "memories/projects/ledgerline/deploy.md"
+    prompt = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
+    with ScriptedChatServer(default=Reply.select(deploy)) as server:
+        env.vars.update(RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
+        refining = Daemon(env)
+        try:
+            begin = {"op": "begin", "session": "s-1", "roots": [str(memories)], "query": prompt}
+            env.request(begin, {"op": "consume", "session": "s-1", "point": "initial"})
+
+            def refined_in_the_log() -> bool:
+                env.request({"op": "consume", "session": "s-1", "point": "tool_result"})
+                (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+                return any(d["phase"] == "refined" and d["point"] != "discarded" for d in entry["deliveries"])
+
+            wait_for(refined_in_the_log, "the refined delivery in the trail")
+        finally:
+            refining.stop()
+    (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    (refined,) = [d for d in entry["deliveries"] if d["phase"] == "refined" and d["point"] != "discarded"]
+    assert refined["strategy"] == "model" and refined["refs"] == [deploy]
+    assert entry["recall"]["settled"] is True and entry["recall"]["model_ms"] is not None
+    assert "the model's choice" in env.run("hook", "log").stdout.decode()
