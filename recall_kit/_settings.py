@@ -38,6 +38,8 @@ ROOTS_ENV = "RECALL_KIT_ROOTS"
 LEARN_ENV = "RECALL_KIT_LEARN"
 CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
 IDLE_TIMEOUT_ENV = "RECALL_KIT_IDLE_TIMEOUT"
+TRAIL_ENV = "RECALL_KIT_TRAIL"
+TRAIL_PROMPTS_ENV = "RECALL_KIT_TRAIL_PROMPTS"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -145,6 +147,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 default=lambda: Path(platformdirs.user_cache_dir("recall-kit")), help="the per-user index cache folder"),
     Declaration("idle_timeout", None, lambda r, n: _seconds(r, n, None), env=IDLE_TIMEOUT_ENV,
                 default=lambda: DEFAULT_IDLE_TIMEOUT_S, help="seconds `recall-kit serve` waits for a request"),
+    Declaration("trail", "", _boolean, env=TRAIL_ENV, default=lambda: True,
+                help="the daemon keeps the trail `recall-kit hook log` reads (opt-out)"),
+    Declaration("trail_prompts", "", _boolean, env=TRAIL_PROMPTS_ENV, default=lambda: False,
+                help="the trail keeps each prompt's first characters too (opt-in)"),
 )
 BY_NAME: Mapping[str, Declaration] = {d.name: d for d in DECLARATIONS}
 # the one list of what a project file nobody trusted may set (docs/security.md says the same)
@@ -161,6 +167,8 @@ class Settings:
     learn: Setting[bool]
     cache_dir: Setting[Path]
     idle_timeout: Setting[float]
+    trail: Setting[bool]
+    trail_prompts: Setting[bool]
     files: SettingsFiles
     warnings: tuple[str, ...] = ()  # one line each: unknown keys, keys an untrusted file may not set
 
@@ -250,7 +258,8 @@ def load_settings(
     rest = {name: resolve(BY_NAME[name], found) for name, found in candidates.items() if name not in _SELECTOR}
     return Settings(
         roots=rest["roots"], selector=selector, learn=rest["learn"], cache_dir=rest["cache_dir"],
-        idle_timeout=rest["idle_timeout"], files=files, warnings=tuple(warnings), problems=problems,
+        idle_timeout=rest["idle_timeout"], trail=rest["trail"],
+        trail_prompts=rest["trail_prompts"], files=files, warnings=tuple(warnings), problems=problems,
     )
 
 

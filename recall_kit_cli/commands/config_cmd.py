@@ -113,6 +113,8 @@ def _settings() -> dict[str, Setting]:
     settings["learn"] = {"value": "on" if loaded.learn.value else "off", "source": loaded.learn.source}
     settings["cache_dir"] = {"value": str(loaded.cache_dir.value), "source": loaded.cache_dir.source}
     settings["idle_timeout"] = {"value": f"{loaded.idle_timeout.value:g}", "source": loaded.idle_timeout.source}
+    for name in ("trail", "trail_prompts"):
+        settings[name] = {"value": "on" if loaded[name].value else "off", "source": loaded[name].source}
     for name, problem in problems.items():
         settings[name]["problem"] = problem
     if selector.refusal:  # beside the key withheld, else beside the base_url that gets nothing
@@ -124,7 +126,7 @@ def _row(name: str, setting: Setting) -> str:
     value = setting["value"]
     shown = clean(value) if value is not None else "-"
     if "problem" in setting:
-        return f"{name:<12} invalid  ({clean(setting['problem'])})"
+        return f"{name:<13} invalid  ({clean(setting['problem'])})"
     if "withheld" in setting:
-        return f"{name:<12} {shown}  ({clean(setting['source'])}; model stage off, see below)"
-    return f"{name:<12} {shown}  ({clean(setting['source'])})"
+        return f"{name:<13} {shown}  ({clean(setting['source'])}; model stage off, see below)"
+    return f"{name:<13} {shown}  ({clean(setting['source'])})"

@@ -35,19 +35,19 @@ if TYPE_CHECKING:
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the index cache.")
 @click.option("--learn", is_flag=True, default=None, help="Learn from the model (or RECALL_KIT_LEARN=1).")
 @click.option(
-    "--trail/--no-trail", default=True, envvar="RECALL_KIT_TRAIL",
-    help="The trail `hook log` reads (RECALL_KIT_TRAIL).",
+    "--trail/--no-trail", default=None,
+    help="The trail `hook log` reads (default on; or RECALL_KIT_TRAIL, trail = false).",
 )
 @click.option(
-    "--trail-prompts", is_flag=True, envvar="RECALL_KIT_TRAIL_PROMPTS",
-    help="Prompt heads in it (RECALL_KIT_TRAIL_PROMPTS).",
+    "--trail-prompts", is_flag=True, default=None,
+    help="Prompt heads in it (or RECALL_KIT_TRAIL_PROMPTS=1, trail_prompts = true).",
 )
 @click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
 @click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
 @click.option("--json", "as_json", is_flag=True, help="With --status or --stop: JSON output.")
 def serve(
     idle_timeout: float | None, fast_only: bool, debounce_ms: float | None, no_cache: bool, learn: bool | None,
-    trail: bool, trail_prompts: bool, show_status: bool, stop: bool, as_json: bool,
+    trail: bool | None, trail_prompts: bool | None, show_status: bool, stop: bool, as_json: bool,
 ) -> None:
     """Run the per-user recall daemon the hooks talk to (the first hook starts it).
 
@@ -75,12 +75,12 @@ def serve(
     from recall_kit_cli.integrations.trail import Trail
 
     try:
-        settings = load(idle_timeout=idle_timeout, learn=learn)
+        settings = load(idle_timeout=idle_timeout, learn=learn, trail=trail, trail_prompts=trail_prompts)
         daemon = RecallDaemon(
             paths, idle_timeout_s=settings.idle_timeout.value, selector_config=_selector_config(fast_only, settings),
             debounce_ms=debounce_ms, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
             learn=settings.learn.value,
-            trail=Trail(paths.trail, keep_prompts=trail_prompts) if trail else None,
+            trail=Trail(paths.trail, keep_prompts=settings.trail_prompts.value) if settings.trail.value else None,
         )
         try:
             daemon.acquire()

@@ -24,8 +24,6 @@ from memory_store import RecallKitError, open_private
 from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
 from recall_kit_cli.integrations._runtime import open_log
 
-TRAIL_ENV = "RECALL_KIT_TRAIL"  # "0": the daemon keeps no trail
-TRAIL_PROMPTS_ENV = "RECALL_KIT_TRAIL_PROMPTS"  # "1": the trail keeps each prompt's head too
 _READ_MAX_BYTES = 4 * TRAIL_MAX_BYTES  # a trail file grown past this by someone else is read only to here
 
 

@@ -81,7 +81,7 @@ def test_config_shows_whether_learning_is_on_and_why_in_text_and_json(run_cli: R
     assert json_out(run_cli("config", "--json", env=env))["learn"] == {
         "value": "on", "source": "environment variable RECALL_KIT_LEARN"}
     rows = {line.split()[0]: line for line in run_cli("config", env=env).stdout.splitlines()}
-    assert rows["learn"] == "learn        on  (environment variable RECALL_KIT_LEARN)"
+    assert rows["learn"] == "learn         on  (environment variable RECALL_KIT_LEARN)"
     user = _user_file(tmp_path, "learn = true\n")
     from_file = json_out(run_cli("config", "--json", env=clean_environ(RECALL_KIT_CONFIG=str(user))))["learn"]
     assert from_file == {"value": "on", "source": f"user file {user} learn"}
