@@ -16,9 +16,10 @@ import errno
 import os
 import stat
 
-from memory_store._files import LearnedFile, Sidecar
-from memory_store._learned import LEARNED_PATH, LearnedEntry
-from memory_store._sidecar import EnrichmentEntry, SidecarProblem
+from memory_store._fd import SidecarProblem
+from memory_store._learned_format import LEARNED_PATH, LearnedEntry
+from memory_store._learned_log import LearnedFile
+from memory_store._sidecar import EnrichmentEntry, Sidecar
 from memory_store._scan import (
     Candidate,
     Entry,

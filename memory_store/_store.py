@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
 from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
-from memory_store._files import MemoryRoot, checked_label, default_label, given_path
+from memory_store._learned_format import LearnedEntry, LearningUpdate
+from memory_store._root import MemoryRoot, checked_label, default_label, given_path
 from memory_store._scan import Reuse, Root, is_hidden
-from memory_store._learned import LearnedEntry, LearningUpdate
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
