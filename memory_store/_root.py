@@ -17,12 +17,12 @@ from pathlib import Path
 from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryPathError, MemoryStoreError
 from memory_store._fd import SidecarProblem, opened_folder, opened_root
 from memory_store._format import format_memory, new_memory_path
-from memory_store._learned_format import LearnedEntry, LearningUpdate
-from memory_store._learned_log import LearnedFile
+from memory_store._learned_format import LEARNED_PATH, LearnedEntry, LearningUpdate
+from memory_store._learned_log import LearnedChanges, LearnedFile
 from memory_store._parse import parse_memory
 from memory_store._scan import Root, is_memory_name, link_target, read_listed
 from memory_store._sidecar import EnrichmentEntry, Sidecar, sidecar_path
-from memory_store._types import DEFAULT_MAX_BYTES
+from memory_store._types import DEFAULT_MAX_BYTES, SkippedFile
 from memory_store._write import write_in_folder
 
 
@@ -227,6 +227,29 @@ class MemoryRoot:
         """Forget what was learned for ``paths`` (relative paths; None: every memory); how many entries went."""
         return self._learned.clear(paths)
 
+    # --- what a store reads --------------------------------------------------------------------
+
+    @property
+    def given_sidecar(self) -> Path | None:
+        """The file outside the root that keeps its enrichment, when one was given (a watching store
+        watches it beside the root); None when the root keeps its own."""
+        return None if self._sidecar.inside else Path(self._sidecar.path)
+
+    def read_enrichment(self) -> tuple[dict[str, EnrichmentEntry], list[SkippedFile]]:
+        """What the root's sidecar holds (relative path -> entry; a missing sidecar is empty), read as
+        the store reads it, and the errors a snapshot lists for it: its refusal, or each bad line."""
+        refused = self._sidecar.refusal(self._root)
+        entries, problems = self._sidecar.read(self._root) if refused is None else ({}, [])
+        return entries, _file_errors(self.label, self._sidecar.label_path(), refused, problems)
+
+    def learning_since(self, version: int | None) -> tuple[LearnedChanges | None, list[SkippedFile]]:
+        """What the root's learned file holds now, as a change since ``version`` of an earlier read (None:
+        every entry), and the errors a snapshot lists for it; no change (None) when the file is refused."""
+        refused = self._learned.refusal()
+        changes = self._learned.read_changes(version) if refused is None else None
+        problems = changes.problems if changes is not None else []
+        return changes, _file_errors(self.label, LEARNED_PATH, refused, problems)
+
     # --- paths ---------------------------------------------------------------------------------
 
     def _ref(self, rel: str) -> str:
@@ -258,6 +281,16 @@ def checked_label(label: str) -> str:
 def given_path(path: str | os.PathLike[str]) -> str:
     """A path the user gave, made absolute (``~`` expanded); symlinks in it stay as given."""
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def _file_errors(
+    label: str, where: str, refused: tuple[str, str] | None, problems: list[SidecarProblem]
+) -> list[SkippedFile]:
+    """A sidecar's errors in root ``label``: its refusal, or else each problem at ``where`` (``where:line``
+    for a line's)."""
+    if refused is not None:
+        return [SkippedFile(label, *refused)]
+    return [SkippedFile(label, f"{where}:{line}" if line else where, reason) for line, reason in problems]
 
 
 def _about(exc: MemoryStoreError, ref: str, doing: str) -> MemoryStoreError:
