@@ -13,7 +13,8 @@ the gate and the field weights, explaining a decision, and benchmarks::
         print(verdict.rank, verdict.scored.doc.ref, verdict)  # "passed the gate", or why it is held
 
 The constants are the defaults; the comment beside each in the source names the benchmark that
-chose it (bench/bench_heuristic.py searches the gate and compares field weights).
+chose it (bench/bench_heuristic.py searches the gate and compares field weights). ``gate_features``
+is the one place a document's figures are worked out, for the gate and for that search.
 """
 
 from recall_kit._fields import FIELD_WEIGHTS, FIELDS
@@ -32,12 +33,15 @@ from recall_kit._gate import (
     TIE_RATIO,
     UNKNOWN_WEIGHT,
     Evidence,
+    FeatureWeights,
+    GateFeatures,
     GateRule,
     GateSettings,
     GateVerdict,
     HeldReason,
     ScoredDoc,
     SlotMatch,
+    gate_features,
 )
 from recall_kit._query import (
     TYPO_LONG_WORD,
@@ -55,7 +59,9 @@ __all__ = [
     "Evidence",
     "FIELDS",
     "FIELD_WEIGHTS",
+    "FeatureWeights",
     "GENERIC_WEIGHT",
+    "GateFeatures",
     "GateRule",
     "GateSettings",
     "GateVerdict",
@@ -78,5 +84,6 @@ __all__ = [
     "TYPO_MIN_LENGTH",
     "TYPO_WEIGHT",
     "UNKNOWN_WEIGHT",
+    "gate_features",
     "tokenize",
 ]
