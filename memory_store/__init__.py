@@ -3,7 +3,8 @@ write of a memory file, confined to its root.
 
 The names load on first use: ``from memory_store import RecallKitError`` loads only the error
 classes and ``from memory_store import open_private`` only the private-path helpers (the Claude
-Code hook uses both on every prompt); any other name loads the whole store.
+Code hook uses both on every prompt), ``fixup_module_metadata`` only itself (every public module of
+the four packages shows its names with it); any other name loads the whole store.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from memory_store._private import private_folder as private_folder
     from memory_store._private import private_lock as private_lock
     from memory_store._write import file_lock as file_lock
+    from memory_store._public import fixup_module_metadata as fixup_module_metadata
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
 _EXPORTS: dict[str, str] = {
@@ -125,10 +127,11 @@ _EXPORTS: dict[str, str] = {
     "private_folder": "memory_store._private",
     "private_lock": "memory_store._private",
     "file_lock": "memory_store._write",
+    "fixup_module_metadata": "memory_store._public",
 }
 __all__ = sorted(_EXPORTS)
 # Loaded on their own: they import nothing beyond the standard library and the errors.
-_LIGHT = frozenset({"memory_store._errors", "memory_store._private"})
+_LIGHT = frozenset({"memory_store._errors", "memory_store._private", "memory_store._public"})
 
 
 def __getattr__(name: str) -> Any:
@@ -145,14 +148,10 @@ def __dir__() -> list[str]:
 
 def _load(only: str | None) -> None:
     """Bind the public names of ``only``, or of every module, each shown as ``memory_store.Name``."""
+    from memory_store._public import fixup_module_metadata
+
     namespace = globals()
-    for name, module in _EXPORTS.items():
-        if only is not None and module != only:
-            continue
-        value = getattr(importlib.import_module(module), name)
-        if getattr(value, "__module__", None) == module:
-            try:
-                value.__module__ = __name__
-            except (AttributeError, TypeError):  # a constant: nothing to rename
-                pass
-        namespace[name] = value
+    loaded = [name for name, module in _EXPORTS.items() if only is None or module == only]
+    for name in loaded:
+        namespace[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
+    fixup_module_metadata(__name__, namespace, loaded)

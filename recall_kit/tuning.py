@@ -17,6 +17,7 @@ chose it (bench/bench_heuristic.py searches the gate and compares field weights)
 is the one place a document's figures are worked out, for the gate and for that search.
 """
 
+from memory_store import fixup_module_metadata
 from recall_kit._fields import FIELD_WEIGHTS, FIELDS
 from recall_kit._gate import (
     CJK_UNKNOWN_WEIGHT,
@@ -87,3 +88,4 @@ __all__ = [
     "gate_features",
     "tokenize",
 ]
+fixup_module_metadata(__name__, globals(), __all__)

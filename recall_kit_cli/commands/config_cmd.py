@@ -9,15 +9,14 @@ from typing import Any
 import click
 
 from recall_kit import (
-    CACHE_DIR_ENV,
     USER_CONFIG_ENV,
     ConfigError,
     SelectorConfig,
-    default_cache_dir,
     trust_config_file,
     untrust_config_file,
     user_config_path,
 )
+from recall_kit.cache import CACHE_DIR_ENV, default_cache_dir
 from recall_kit_cli._config_file import ROOTS_ENV, config_file, resolve_roots, selector_config
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
