@@ -2,8 +2,9 @@
 
 One JSON object a line: ``{"path": <POSIX path relative to the root>, "sha256": <hex of
 the memory file's bytes>, "keywords": [...], "usage_scenarios": [...]}``; other keys are
-ignored. Every line is untrusted: it is validated and its terms cleaned on the way in
-and on the way out.
+ignored. Every line is untrusted: it is validated and its terms cleaned (``_terms``) on the way
+in and on the way out. ``Sidecar`` is where a root's sidecar is: its own, reached from the root
+without following symlinks, or a file given from outside.
 """
 
 from __future__ import annotations
