@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from recall_kit import FastHeuristic
-from recall_kit.tuning import FIELD_WEIGHTS, Evidence, GateSettings, ScoredDoc, tokenize
+from recall_kit.tuning import FIELD_WEIGHTS, Evidence, FeatureWeights, GateSettings, ScoredDoc, gate_features, tokenize
 from recall_kit_bench import fold_of, load_dataset
 
 FOLDS = 5
@@ -137,42 +137,43 @@ class Table:
         self.hit = np.array([[_relevant(c, i) for i in range(2)] for c in cases])
         ratio = [c.ranked[1].score / c.ranked[0].score if len(c.ranked) > 1 else 0.0 for c in cases]
         self.ratio = np.array(ratio)
-        self.terms = np.array([[_ev(c, i, Evidence.specific_terms) for i in range(2)] for c in cases])
-        self._head: dict[float, np.ndarray] = {}
-        self.phrase = np.array([[_ev(c, i, Evidence.phrase_terms) for i in range(2)] for c in cases])
-        self._coverage: dict[tuple[float, float, float], np.ndarray] = {}
+        self._features: dict[FeatureWeights, Features] = {}
 
-    def head(self, credit: float) -> np.ndarray:
-        if credit not in self._head:
-            self._head[credit] = np.array(
-                [[_ev(c, i, lambda e: e.head_terms(credit)) for i in range(2)] for c in self.cases]
-            )
-        return self._head[credit]
+    def features(self, weights: FeatureWeights) -> Features:
+        """The first two documents' gate features (tuning.gate_features, the gate's own), per case."""
+        if weights not in self._features:
+            self._features[weights] = Features([[_features(c, i, weights) for i in range(2)] for c in self.cases])
+        return self._features[weights]
 
-    def coverage(self, *key: float) -> np.ndarray:
-        if key not in self._coverage:
-            self._coverage[key] = np.array(
-                [[_ev(c, i, lambda e: e.coverage(*key)) for i in range(2)] for c in self.cases]
-            )
-        return self._coverage[key]
+
+class Features:
+    """One array a gate feature, shaped (case, first or second document); zero where there is no document."""
+
+    def __init__(self, rows: list[list[tuple[float, float, float, float]]]) -> None:
+        table = np.array(rows, dtype=float).reshape(len(rows), 2, 4)
+        self.terms, self.coverage, self.head, self.phrase = (table[:, :, k] for k in range(4))
 
 
 def _relevant(case: Case, i: int) -> bool:
     return len(case.ranked) > i and case.ranked[i].doc.ref in case.relevant
 
 
-def _ev(case: Case, i: int, feature) -> float:
-    return feature(case.evidence[i]) if len(case.evidence) > i else 0.0
+def _features(case: Case, i: int, weights: FeatureWeights) -> tuple[float, float, float, float]:
+    if len(case.evidence) <= i:
+        return (0.0, 0.0, 0.0, 0.0)
+    got = gate_features(case.evidence[i], weights)
+    return (got.specific_terms, got.coverage, got.head_terms, got.phrase_terms)
 
 
 def delivered(table: Table, gate: GateSettings) -> tuple[np.ndarray, np.ndarray]:
-    """Whether the first and the second document pass ``gate`` (GateSettings.select, vectorised)."""
-    cov = table.coverage(gate.unknown_weight, gate.generic_weight, gate.cjk_unknown_weight)
-    head_terms = table.head(gate.enrichment_head_credit)
-    head = head_terms >= gate.min_head_terms
-    phrase = (table.phrase >= gate.min_phrase_terms) & (cov >= gate.phrase_min_coverage)
-    ok = (table.terms >= gate.min_terms) & (head | phrase)
-    tie = (table.has > 1) & (table.ratio >= gate.tie_ratio) & (head_terms[:, 0] < gate.tie_min_head_terms)
+    """Whether the first and the second document pass ``gate``: GateSettings.select's rules over its
+    features, vectorised (tests/recall_kit/heuristic/test_gate_search.py checks that the two agree)."""
+    features = table.features(gate.weights)
+    cov = features.coverage
+    head = features.head >= gate.min_head_terms
+    phrase = (features.phrase >= gate.min_phrase_terms) & (cov >= gate.phrase_min_coverage)
+    ok = (features.terms >= gate.min_terms) & (head | phrase)
+    tie = (table.has > 1) & (table.ratio >= gate.tie_ratio) & (features.head[:, 0] < gate.tie_min_head_terms)
     first = (table.has > 0) & ok[:, 0] & (cov[:, 0] >= gate.min_coverage) & ~tie
     second = (
         first
@@ -203,6 +204,15 @@ def figures(table: Table, gate: GateSettings) -> dict[str, float]:
         mine = table.kind == index
         out[f"{name}.{kind}.strict"] = (hits[mine] > 0).sum() / mine.sum()
     return out
+
+
+def delivered_refs(table: Table, gate: GateSettings) -> list[list[str]]:
+    """Per case, the refs ``delivered`` passes, best first."""
+    first, second = delivered(table, gate)
+    return [
+        [scored.doc.ref for scored, passed in zip(case.ranked, (one, two)) if passed]
+        for case, one, two in zip(table.cases, first, second)
+    ]
 
 
 def objective(result: dict[str, float]) -> float:
@@ -252,11 +262,7 @@ def main() -> None:
     print("chosen on all folds:", final)
     for key, value in sorted(figures(tuned, final).items()):
         print(f"   {key:48} {value:.3f}")
-    first, second = delivered(tuned, final)
-    for case, one, two in zip(tuned.cases, first, second):
-        got = [d.doc.ref for d, passed in zip(case.ranked, (one, two)) if passed]
-        chosen = [d.doc.ref for d in final.select(case.ranked, case.evidence)]
-        assert got == chosen, f"delivered() disagrees with GateSettings.select, the gate it mirrors: {case.id}"
+    for case, got in zip(tuned.cases, delivered_refs(tuned, final)):
         if case.dataset == "hard-cases":
             wrong = bool(got) != bool(case.relevant) or (case.relevant and not set(got) & case.relevant)
             if wrong:

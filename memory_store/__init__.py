@@ -3,7 +3,8 @@ write of a memory file, confined to its root.
 
 The names load on first use: ``from memory_store import RecallKitError`` loads only the error
 classes and ``from memory_store import open_private`` only the private-path helpers (the Claude
-Code hook uses both on every prompt); any other name loads the whole store.
+Code hook uses both on every prompt), ``fixup_module_metadata`` only itself (every public module of
+the four packages shows its names with it); any other name loads the whole store.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
     from memory_store._format import format_memory as format_memory
     from memory_store._format import memory_slug as memory_slug
     from memory_store._format import new_memory_path as new_memory_path
-    from memory_store._files import MemoryRoot as MemoryRoot
-    from memory_store._files import SavedMemory as SavedMemory
+    from memory_store._root import MemoryRoot as MemoryRoot
+    from memory_store._root import SavedMemory as SavedMemory
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
     from memory_store._store import MemoryStore as MemoryStore
     from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
@@ -42,22 +43,22 @@ if TYPE_CHECKING:
     from memory_store._sidecar import MAX_SCENARIOS as MAX_SCENARIOS
     from memory_store._sidecar import MAX_SCENARIO_CHARS as MAX_SCENARIO_CHARS
     from memory_store._sidecar import SIDECAR_PATH as SIDECAR_PATH
-    from memory_store._sidecar import clean_terms as clean_terms
+    from memory_store._terms import clean_terms as clean_terms
     from memory_store._sidecar import prune_enrichment as prune_enrichment
     from memory_store._sidecar import read_enrichment as read_enrichment
     from memory_store._sidecar import sidecar_path as sidecar_path
     from memory_store._sidecar import update_enrichment as update_enrichment
     from memory_store._sidecar import write_enrichment as write_enrichment
     from memory_store._types import Learned as Learned
-    from memory_store._learned import LEARNED_PATH as LEARNED_PATH
-    from memory_store._learned import LearnedEntry as LearnedEntry
-    from memory_store._learned import LearnedTerm as LearnedTerm
-    from memory_store._learned import LearningUpdate as LearningUpdate
-    from memory_store._learned import MAX_LEARNED_KEYS as MAX_LEARNED_KEYS
-    from memory_store._learned import MAX_LEARNED_TERMS as MAX_LEARNED_TERMS
-    from memory_store._learned import MAX_LEARNED_TERM_CHARS as MAX_LEARNED_TERM_CHARS
-    from memory_store._learned import MAX_SUPPRESSORS as MAX_SUPPRESSORS
-    from memory_store._learned import clean_term as clean_term
+    from memory_store._learned_format import LEARNED_PATH as LEARNED_PATH
+    from memory_store._learned_format import LearnedEntry as LearnedEntry
+    from memory_store._learned_format import LearnedTerm as LearnedTerm
+    from memory_store._learned_format import LearningUpdate as LearningUpdate
+    from memory_store._learned_format import MAX_LEARNED_KEYS as MAX_LEARNED_KEYS
+    from memory_store._learned_format import MAX_LEARNED_TERMS as MAX_LEARNED_TERMS
+    from memory_store._learned_format import MAX_LEARNED_TERM_CHARS as MAX_LEARNED_TERM_CHARS
+    from memory_store._learned_format import MAX_SUPPRESSORS as MAX_SUPPRESSORS
+    from memory_store._learned_format import clean_term as clean_term
     from memory_store._codec import decode_doc as decode_doc
     from memory_store._codec import encode_doc as encode_doc
     from memory_store._write import atomic_write as atomic_write
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from memory_store._private import private_folder as private_folder
     from memory_store._private import private_lock as private_lock
     from memory_store._write import file_lock as file_lock
+    from memory_store._public import fixup_module_metadata as fixup_module_metadata
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
 _EXPORTS: dict[str, str] = {
@@ -89,8 +91,8 @@ _EXPORTS: dict[str, str] = {
     "format_memory": "memory_store._format",
     "memory_slug": "memory_store._format",
     "new_memory_path": "memory_store._format",
-    "MemoryRoot": "memory_store._files",
-    "SavedMemory": "memory_store._files",
+    "MemoryRoot": "memory_store._root",
+    "SavedMemory": "memory_store._root",
     "DEFAULT_DEBOUNCE_MS": "memory_store._store",
     "MemoryStore": "memory_store._store",
     "MAX_FOLDER_DEPTH": "memory_store._scan",
@@ -100,22 +102,22 @@ _EXPORTS: dict[str, str] = {
     "MAX_SCENARIOS": "memory_store._sidecar",
     "MAX_SCENARIO_CHARS": "memory_store._sidecar",
     "SIDECAR_PATH": "memory_store._sidecar",
-    "clean_terms": "memory_store._sidecar",
+    "clean_terms": "memory_store._terms",
     "prune_enrichment": "memory_store._sidecar",
     "read_enrichment": "memory_store._sidecar",
     "sidecar_path": "memory_store._sidecar",
     "update_enrichment": "memory_store._sidecar",
     "write_enrichment": "memory_store._sidecar",
     "Learned": "memory_store._types",
-    "LEARNED_PATH": "memory_store._learned",
-    "LearnedEntry": "memory_store._learned",
-    "LearnedTerm": "memory_store._learned",
-    "LearningUpdate": "memory_store._learned",
-    "MAX_LEARNED_KEYS": "memory_store._learned",
-    "MAX_LEARNED_TERMS": "memory_store._learned",
-    "MAX_LEARNED_TERM_CHARS": "memory_store._learned",
-    "MAX_SUPPRESSORS": "memory_store._learned",
-    "clean_term": "memory_store._learned",
+    "LEARNED_PATH": "memory_store._learned_format",
+    "LearnedEntry": "memory_store._learned_format",
+    "LearnedTerm": "memory_store._learned_format",
+    "LearningUpdate": "memory_store._learned_format",
+    "MAX_LEARNED_KEYS": "memory_store._learned_format",
+    "MAX_LEARNED_TERMS": "memory_store._learned_format",
+    "MAX_LEARNED_TERM_CHARS": "memory_store._learned_format",
+    "MAX_SUPPRESSORS": "memory_store._learned_format",
+    "clean_term": "memory_store._learned_format",
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",
@@ -125,10 +127,11 @@ _EXPORTS: dict[str, str] = {
     "private_folder": "memory_store._private",
     "private_lock": "memory_store._private",
     "file_lock": "memory_store._write",
+    "fixup_module_metadata": "memory_store._public",
 }
 __all__ = sorted(_EXPORTS)
 # Loaded on their own: they import nothing beyond the standard library and the errors.
-_LIGHT = frozenset({"memory_store._errors", "memory_store._private"})
+_LIGHT = frozenset({"memory_store._errors", "memory_store._private", "memory_store._public"})
 
 
 def __getattr__(name: str) -> Any:
@@ -145,14 +148,10 @@ def __dir__() -> list[str]:
 
 def _load(only: str | None) -> None:
     """Bind the public names of ``only``, or of every module, each shown as ``memory_store.Name``."""
+    from memory_store._public import fixup_module_metadata
+
     namespace = globals()
-    for name, module in _EXPORTS.items():
-        if only is not None and module != only:
-            continue
-        value = getattr(importlib.import_module(module), name)
-        if getattr(value, "__module__", None) == module:
-            try:
-                value.__module__ = __name__
-            except (AttributeError, TypeError):  # a constant: nothing to rename
-                pass
-        namespace[name] = value
+    loaded = [name for name, module in _EXPORTS.items() if only is None or module == only]
+    for name in loaded:
+        namespace[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
+    fixup_module_metadata(__name__, namespace, loaded)

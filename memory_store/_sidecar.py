@@ -2,8 +2,9 @@
 
 One JSON object a line: ``{"path": <POSIX path relative to the root>, "sha256": <hex of
 the memory file's bytes>, "keywords": [...], "usage_scenarios": [...]}``; other keys are
-ignored. Every line is untrusted: it is validated and its terms cleaned on the way in
-and on the way out.
+ignored. Every line is untrusted: it is validated and its terms cleaned (``_terms``) on the way
+in and on the way out. ``Sidecar`` is where a root's sidecar is: its own, reached from the root
+without following symlinks, or a file given from outside.
 """
 
 from __future__ import annotations
@@ -13,12 +14,22 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
+from memory_store._fd import (
+    SidecarProblem,
+    open_current,
+    open_own_file,
+    opened_folder,
+    opened_root,
+    own_file_refusal,
+    read_bounded_fd,
+)
+from memory_store._scan import Root
+from memory_store._terms import clean_terms, valid_path
 from memory_store._types import Enrichment
 from memory_store._write import atomic_write, file_lock, write_in_folder
 
@@ -30,13 +41,8 @@ MAX_SCENARIO_CHARS = 200
 MAX_SIDECAR_BYTES = 64 * 1024 * 1024  # about 30,000 fully enriched memories
 MAX_LINE_BYTES = 64 * 1024  # a full entry is under 4 KiB
 
-_TAG = re.compile(r"<[^<>]*>")
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-# Control, format (zero-width, bidi), surrogate, private-use, unassigned and separator characters.
-_DROP_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
-_INSPECT_FACTOR = 8  # look at no more than this many times the items or characters that can be kept
-
-SidecarProblem = tuple[int, str]  # (line number, or 0 for the whole file; one-line reason)
+_SIDECAR_FOLDER, _, _SIDECAR_NAME = SIDECAR_PATH.rpartition("/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,42 +61,9 @@ class EnrichmentEntry:
         return Enrichment(self.keywords, self.usage_scenarios)
 
 
-def clean_terms(values: object, max_items: int, max_len: int) -> tuple[str, ...]:
-    """Untrusted terms made safe: strings only, markup and control characters removed, whitespace
-    folded, each cut to ``max_len`` characters, case-insensitive duplicates dropped, at most ``max_items``.
-
-    One string counts as one item; anything that is not a string is dropped. The work is
-    bounded by ``max_items`` and ``max_len``, whatever the input's size.
-    """
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, (list, tuple)):
-        return ()
-    terms: list[str] = []
-    seen: set[str] = set()
-    for value in values[: max_items * _INSPECT_FACTOR]:
-        if len(terms) >= max_items:
-            break
-        if not isinstance(value, str):
-            continue
-        term = _clean_text(value, max_len)
-        key = term.casefold()
-        if term and key not in seen:
-            seen.add(key)
-            terms.append(term)
-    return tuple(terms)
-
-
-def _clean_text(value: str, max_len: int) -> str:
-    text = unicodedata.normalize("NFKC", value[: max_len * _INSPECT_FACTOR])  # NFKC: full-width <> become <>
-    text = _TAG.sub(" ", text)
-    text = "".join(" " if ch in "<>" or unicodedata.category(ch) in _DROP_CATEGORIES else ch for ch in text)
-    return " ".join(text.split())[:max_len].rstrip()
-
-
 def clean_entry(entry: EnrichmentEntry) -> EnrichmentEntry:
     """The entry with its terms cleaned; raises ValueError with a one-line reason when path or sha256 is invalid."""
-    path = _valid_path(entry.path)
+    path = valid_path(entry.path)
     if not isinstance(entry.sha256, str) or not _HEX64.fullmatch(entry.sha256):
         raise ValueError("'sha256' must be 64 hex digits")
     model = clean_terms([entry.model], 1, MAX_KEYWORD_CHARS) if entry.model is not None else ()
@@ -101,15 +74,6 @@ def clean_entry(entry: EnrichmentEntry) -> EnrichmentEntry:
         clean_terms(entry.usage_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS),
         model[0] if model else None,
     )
-
-
-def _valid_path(path: object) -> str:
-    if not isinstance(path, str) or not path or len(path) > 4096:
-        raise ValueError("'path' must be a non-empty relative path")
-    parts = path.split("/")
-    if path.startswith("/") or "\x00" in path or any(part in ("", ".", "..") for part in parts):
-        raise ValueError("'path' must be a POSIX path relative to the root, without '.' or '..'")
-    return path
 
 
 def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
@@ -172,23 +136,6 @@ def _read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarP
     data = read_bounded_fd(fd, MAX_SIDECAR_BYTES)
     return ({}, [data]) if isinstance(data, tuple) else parse_enrichment(data)
 
-
-def read_bounded_fd(fd: int, limit: int) -> bytes | SidecarProblem:
-    """The bytes of the regular file open at ``fd``, or the whole-file problem when it is not one or
-    is over ``limit`` bytes (never more than ``limit`` + 1 bytes read). Raises OSError."""
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        return (0, "not a regular file")
-    if info.st_size > limit:
-        return (0, f"file is {info.st_size} bytes, over the {limit}-byte limit")
-    chunks: list[bytes] = []
-    remaining = limit + 1
-    while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    if remaining <= 0:
-        return (0, f"file is over the {limit}-byte limit")
-    return b"".join(chunks)
 
 
 def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
@@ -303,19 +250,6 @@ def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[
     return entries, mode
 
 
-def open_current(folder_fd: int, name: str, *, follow: bool, where: str) -> int | None:
-    """``name`` in an open folder opened for reading (never blocking on a FIFO), or None when it is
-    missing or unreadable; without ``follow`` a symlink there is refused (MemoryPathError)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    try:
-        return os.open(name, flags, dir_fd=folder_fd)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow:
-            raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
-        return None  # unreadable: its entries are lost to every reader already
-
 
 def _made_parent(path: str | os.PathLike[str]) -> Path:
     target = Path(os.path.abspath(os.fspath(path)))
@@ -335,3 +269,76 @@ def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[st
 def sidecar_path(root: str | os.PathLike[str]) -> Path:
     """Where a root's own sidecar lives."""
     return Path(os.path.abspath(os.fspath(root))) / SIDECAR_PATH
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    """Where a root's enrichment lives: its own hidden file, or a file given from outside."""
+
+    path: str  # absolute
+    inside: bool  # True: the root's own SIDECAR_PATH, reached from the root without following symlinks
+
+    def label_path(self) -> str:
+        """The sidecar as a snapshot's errors name it."""
+        return SIDECAR_PATH if self.inside else self.path
+
+    def read(self, root: Root) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+        """The sidecar's entries and problems; a missing sidecar is empty."""
+        if not self.inside:
+            return read_enrichment(self.path)
+        try:
+            fd = open_own_file(root, SIDECAR_PATH)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return {}, []
+            if exc.errno == errno.ELOOP:
+                return {}, [(0, "sidecar is a symlink; symlinks are not followed")]
+            return {}, [(0, f"unreadable: {exc.strerror}")]
+        if fd is None:
+            return {}, []  # no root, so no sidecar; the root's own error says so
+        return read_sidecar_fd(fd)
+
+    def refusal(self, root: Root, *, writing: bool = False) -> tuple[str, str] | None:
+        """Where and why the root's own sidecar can be neither read nor written: (path relative to
+        the root, one-line reason) when its folder or the file (``writing``: or its lock) is not what
+        it must be."""
+        if not self.inside:
+            return None  # a file the caller gave: theirs to place
+        return own_file_refusal(root, SIDECAR_PATH, "sidecar", "enrichment", writing=writing)
+
+    def write_refusal(self, root: Root) -> str | None:
+        """Why enrichment cannot be recorded in this sidecar (one line naming it), or None when it can."""
+        refused = self.refusal(root, writing=True)
+        if refused is not None:
+            where, reason = refused
+            return f"{root.label}/{where}: {reason}"
+        folder = Path(self.path).parent
+        while not os.path.lexists(folder) and folder != folder.parent:
+            folder = folder.parent  # the nearest folder that is there: the rest is made in it
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{folder} is not writable"
+        return None
+
+    def exists(self, root: Root) -> bool:
+        """Whether the sidecar is a regular file that ``read`` reads."""
+        if not self.inside:
+            return os.path.isfile(self.path)
+        try:
+            fd = open_own_file(root, SIDECAR_PATH)
+        except OSError:
+            return False
+        if fd is None:
+            return False
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+
+    def update(self, root: Root, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None) -> Path:
+        """Merge ``entries`` into the sidecar (dropping memories not in ``live_paths``), locked, atomically."""
+        if not self.inside:
+            return update_enrichment(self.path, entries, live_paths)
+        where = f"{root.label}/{SIDECAR_PATH}"
+        with opened_root(root) as root_fd, opened_folder(root_fd, [_SIDECAR_FOLDER], where, create=True) as folder_fd:
+            update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
+        return Path(self.path)

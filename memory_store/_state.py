@@ -16,9 +16,9 @@ import errno
 import os
 import stat
 
-from memory_store._files import LearnedFile, Sidecar
-from memory_store._learned import LEARNED_PATH, LearnedEntry
-from memory_store._sidecar import EnrichmentEntry, SidecarProblem
+from memory_store._learned_format import LearnedEntry
+from memory_store._root import MemoryRoot
+from memory_store._sidecar import EnrichmentEntry
 from memory_store._scan import (
     Candidate,
     Entry,
@@ -47,15 +47,15 @@ class StoreState:
         self,
         roots: list[Root],
         max_bytes: int,
-        sidecars: dict[str, Sidecar] | None = None,
+        enriched: dict[str, MemoryRoot] | None = None,
         reuse: Reuse | None = None,
-        learned: dict[str, LearnedFile] | None = None,
+        learning: dict[str, MemoryRoot] | None = None,
     ) -> None:
         self.roots = roots
         self.reuse = reuse  # consulted by the first scan only: later reads always go to the file
         self.max_bytes = max_bytes
-        self.sidecars = dict(sidecars or {})  # label -> sidecar; a root without one is not enriched
-        self.learned_files = dict(learned or {})  # label -> learned file; a root without one learns nothing
+        self.enriched = dict(enriched or {})  # label -> the root whose sidecar is read; others are not enriched
+        self.learning = dict(learning or {})  # label -> the root whose learned file is read; others learn nothing
         self._learned: dict[str, dict[str, Learned]] = {root.label: {} for root in roots}
         self._learned_entries: dict[str, dict[str, LearnedEntry]] = {root.label: {} for root in roots}
         self._learned_versions: dict[str, int] = {}  # label -> the version of its learned file last read
@@ -179,20 +179,18 @@ class StoreState:
 
     def sidecar_touched(self, root: Root, paths: set[str]) -> bool:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's sidecar or a folder above it."""
-        sidecar = self.sidecars.get(root.label)
-        return sidecar is not None and _touches(paths, sidecar.path)
+        files = self.enriched.get(root.label)
+        return files is not None and _touches(paths, str(files.sidecar_path))
 
     def reload_enrichment(self, root: Root) -> None:
         """Re-read the root's sidecar; docs whose fresh enrichment changed are re-published."""
-        sidecar = self.sidecars.get(root.label)
-        if sidecar is None:
+        files = self.enriched.get(root.label)
+        if files is None:
             return
-        refused = sidecar.refusal(root)
-        new, problems = sidecar.read(root) if refused is None else ({}, [])
+        new, errors = files.read_enrichment()
         label = root.label
         for ref in self._sidecar_errors[label]:
             self._errors.pop(ref, None)
-        errors = _file_errors(label, sidecar.label_path(), refused, problems)
         for err in errors:
             self._errors[err.ref] = err
         self._sidecar_errors[label] = [err.ref for err in errors]
@@ -231,21 +229,19 @@ class StoreState:
 
     def learned_touched(self, root: Root, paths: set[str]) -> bool:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's learned file or a folder above it."""
-        learned = self.learned_files.get(root.label)
-        return learned is not None and _touches(paths, learned.path)
+        files = self.learning.get(root.label)
+        return files is not None and _touches(paths, str(files.learned_path))
 
     def reload_learned(self, root: Root) -> None:
         """Re-read the root's learned file; docs whose learned keys changed are re-published."""
-        learned_file = self.learned_files.get(root.label)
-        if learned_file is None:
+        files = self.learning.get(root.label)
+        if files is None:
             return
         label = root.label
-        refused = learned_file.refusal()
-        read = learned_file.read_changes(self._learned_versions.get(label)) if refused is None else None
-        problems = read.problems if read is not None else []
+        read, errors = files.learning_since(self._learned_versions.get(label))
         for ref in [ref for ref, err in self._learned_errors.items() if err.scope == label]:
             del self._learned_errors[ref]
-        for err in _file_errors(label, LEARNED_PATH, refused, problems):
+        for err in errors:
             self._learned_errors[err.ref] = err
         if read is None or read.entries is not None:
             # An entry the file did not change is the same object as last time: only the others are looked at.
@@ -434,13 +430,3 @@ def _is_folder(root_fd: int, rel: str) -> bool:
 def _touches(paths: set[str], target: str) -> bool:
     """Whether any of ``paths`` (absolute) is ``target`` or a folder above it."""
     return any(p == target or target.startswith(p.rstrip(os.sep) + os.sep) for p in paths)
-
-
-def _file_errors(
-    label: str, where: str, refused: tuple[str, str] | None, problems: list[SidecarProblem]
-) -> list[SkippedFile]:
-    """A sidecar's errors in root ``label``: its refusal, or else each problem at ``where`` (``where:line``
-    for a line's)."""
-    if refused is not None:
-        return [SkippedFile(label, *refused)]
-    return [SkippedFile(label, f"{where}:{line}" if line else where, reason) for line, reason in problems]

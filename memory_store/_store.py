@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
 from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
-from memory_store._files import MemoryRoot, checked_label, default_label, given_path
+from memory_store._learned_format import LearnedEntry, LearningUpdate
+from memory_store._root import MemoryRoot, checked_label, default_label, given_path
 from memory_store._scan import Reuse, Root, is_hidden
-from memory_store._learned import LearnedEntry, LearningUpdate
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
@@ -55,9 +55,8 @@ class MemoryStore:
             for root in roots
         }
         # enrichment=False reads no sidecar; recording still goes to each root's own
-        read = {label: files._sidecar for label, files in self._files.items()} if read_enrichment else {}
-        learned_files = {label: files._learned for label, files in self._files.items()} if learned else {}
-        self._state = StoreState(roots, max_bytes, read, reuse, learned_files)
+        enriched = dict(self._files) if read_enrichment else {}
+        self._state = StoreState(roots, max_bytes, enriched, reuse, dict(self._files) if learned else {})
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -311,7 +310,8 @@ class MemoryStore:
         with self._lock:
             if watch:
                 # Watch first, then scan: a file written in between shows up as an event.
-                outside = [sidecar.path for sidecar in self._state.sidecars.values() if not sidecar.inside]
+                given = [files.given_sidecar for files in self._state.enriched.values()]
+                outside = [str(path) for path in given if path is not None]
                 self._watcher = Watcher(
                     [r.path for r in self._roots], self._apply_batch, self._debounce_s, extra_files=outside
                 )

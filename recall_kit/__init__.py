@@ -14,7 +14,8 @@ The top level holds what an agent author needs. Tuning and low-level types live 
 submodules: ``recall_kit.tuning`` (the gate, its explanation, field weights),
 ``recall_kit.settings`` (the settings loader and project files' trust, what the CLI runs with),
 ``recall_kit.limits`` (every size limit and the prompt policy), ``recall_kit.selection`` (the
-selector's steps without HTTP) and ``recall_kit.turns`` (observed turns, for tools and benchmarks).
+selector's steps without HTTP), ``recall_kit.turns`` (observed turns, for tools and benchmarks) and
+``recall_kit.cache`` (the index cache's files, as ``recall-kit cache`` lists and clears them).
 The ``_`` modules may change freely.
 
 The names load on first use, so ``import recall_kit.limits`` (the hook does it on every prompt)
@@ -31,11 +32,6 @@ if TYPE_CHECKING:
     from memory_store import MemoryStoreError as MemoryStoreError
     from memory_store import RecallKitError as RecallKitError
     from recall_kit._background_enrichment import BackgroundEnrichment as BackgroundEnrichment
-    from recall_kit._cache_file import CACHE_DIR_ENV as CACHE_DIR_ENV
-    from recall_kit._cache_file import CacheFile as CacheFile
-    from recall_kit._cache_file import clear_cache_files as clear_cache_files
-    from recall_kit._cache_file import default_cache_dir as default_cache_dir
-    from recall_kit._cache_file import list_cache_files as list_cache_files
     from recall_kit._config import SelectorConfig as SelectorConfig
     from recall_kit._settings import load_selector_config as load_selector_config
     from recall_kit._learn import Learner as Learner
@@ -89,7 +85,7 @@ if TYPE_CHECKING:
     from recall_kit.limits import MAX_MODEL_DOCS as MAX_MODEL_DOCS
 
 # Each public name and the module that defines it (the imports above say the same for type checkers;
-# tests/recall_kit/test_public_api.py checks that the two agree).
+# tests/test_public_api.py checks that the two agree).
 _EXPORTS: dict[str, str] = {
     # errors
     "RecallKitError": "memory_store",
@@ -138,11 +134,6 @@ _EXPORTS: dict[str, str] = {
     "open_watched": "recall_kit._open",
     "IndexedStore": "recall_kit._open",
     "WatchedStore": "recall_kit._open",
-    "default_cache_dir": "recall_kit._cache_file",
-    "CACHE_DIR_ENV": "recall_kit._cache_file",
-    "CacheFile": "recall_kit._cache_file",
-    "list_cache_files": "recall_kit._cache_file",
-    "clear_cache_files": "recall_kit._cache_file",
     # rendering and telemetry
     "render_memories": "recall_kit._render",
     "BODY_BUDGET": "recall_kit.limits",
@@ -173,12 +164,9 @@ def __dir__() -> list[str]:
 
 def _load_all() -> None:
     """Bind every public name, each class and function shown as ``recall_kit.Name``."""
+    from memory_store import fixup_module_metadata
+
     namespace = globals()
     for name, module in _EXPORTS.items():
-        value = getattr(importlib.import_module(module), name)
-        if module.startswith("recall_kit._") and getattr(value, "__module__", None) == module:
-            try:
-                value.__module__ = __name__
-            except (AttributeError, TypeError):  # a constant or an alias: nothing to rename
-                pass
-        namespace[name] = value
+        namespace[name] = getattr(importlib.import_module(module), name)
+    fixup_module_metadata(__name__, namespace, _EXPORTS)

@@ -119,6 +119,41 @@ class Evidence:
         return sum(1 for slot in self.slots if slot.credit and slot.in_phrase and not slot.generic)
 
 
+@dataclass(frozen=True, slots=True)
+class FeatureWeights:
+    """How the gate weighs one document's matches into the figures its rules compare (``GateSettings.weights``)."""
+
+    unknown_weight: float = UNKNOWN_WEIGHT
+    generic_weight: float = GENERIC_WEIGHT
+    cjk_unknown_weight: float = CJK_UNKNOWN_WEIGHT
+    enrichment_head_credit: float = ENRICHMENT_HEAD_CREDIT
+    learned_head_credit: float = LEARNED_HEAD_CREDIT
+
+
+@dataclass(frozen=True, slots=True)
+class GateFeatures:
+    """The figures the gate's rules compare for one ranked document, against GateSettings' thresholds."""
+
+    specific_terms: float  # non-generic query words matched
+    coverage: float  # share of the query's weighed idf mass matched
+    head_terms: float  # of those, matched in a head field (enrichment and learned words weighed by their credit)
+    phrase_terms: int  # matched as part of a body phrase
+
+
+def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures:
+    """The figures the gate's rules compare for the document ``evidence`` describes, weighed by ``weights``.
+
+    The one place they are worked out: ``GateSettings.select`` and ``explain`` read a document through
+    it, and so does the grid search that chose the gate's constants (bench/bench_heuristic.py).
+    """
+    return GateFeatures(
+        evidence.specific_terms(),
+        evidence.coverage(weights.unknown_weight, weights.generic_weight, weights.cjk_unknown_weight),
+        evidence.head_terms(weights.enrichment_head_credit, weights.learned_head_credit),
+        evidence.phrase_terms(),
+    )
+
+
 # A rule a document can fail (worded in _WORDING); a verdict lists those it fails in the order tried.
 GateRule = Literal[
     "specific_terms", "coverage", "head_terms", "phrase_terms", "phrase_coverage",
@@ -188,6 +223,17 @@ class GateSettings:
     suppress_overlap: float = SUPPRESS_OVERLAP
     learned_match: float = LEARNED_MATCH
 
+    @property
+    def weights(self) -> FeatureWeights:
+        """How these settings weigh a document's matches: all that ``gate_features`` reads of them."""
+        return FeatureWeights(
+            self.unknown_weight,
+            self.generic_weight,
+            self.cjk_unknown_weight,
+            self.enrichment_head_credit,
+            self.learned_head_credit,
+        )
+
     def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
         """``ranked`` without the documents the model left out for a prompt like this one (``words``:
         the prompt's, as ``prompt_words`` gives them); nothing when that was the best and no document
@@ -239,7 +285,7 @@ class GateSettings:
         self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], number: int, best_passed: bool = True
     ) -> Iterator[tuple[GateRule, float, float]]:
         # Why the gate holds ranked[number] (0 for the best), as HeldReason fields; nothing when it
-        # passes. select reads only the first, so later rules' figures are worked out only when needed.
+        # passes (select reads only the first reason).
         if number >= MAX_FAST_DOCS:
             yield "rank", number + 1, MAX_FAST_DOCS
             return
@@ -248,23 +294,20 @@ class GateSettings:
             yield "second_score", ranked[1].score / best if best else 0.0, self.second_score_ratio
         # The confidence test every delivered document passes: enough specific words, enough of the
         # query's mass, and a head match or else a body phrase covering more of the query.
-        doc = evidence[number]
-        specific = doc.specific_terms()
-        if specific < self.min_terms:
-            yield "specific_terms", specific, self.min_terms
-        coverage = doc.coverage(self.unknown_weight, self.generic_weight, self.cjk_unknown_weight)
+        figures = gate_features(evidence[number], self.weights)
+        if figures.specific_terms < self.min_terms:
+            yield "specific_terms", figures.specific_terms, self.min_terms
         min_coverage = self.min_coverage if number == 0 else self.second_min_coverage
-        if coverage < min_coverage:
-            yield "coverage", coverage, min_coverage
-        head = doc.head_terms(self.enrichment_head_credit, self.learned_head_credit)
+        if figures.coverage < min_coverage:
+            yield "coverage", figures.coverage, min_coverage
+        head = figures.head_terms
         if head < self.min_head_terms:
-            phrase = doc.phrase_terms()
-            if phrase < self.min_phrase_terms or coverage < self.phrase_min_coverage:
+            if figures.phrase_terms < self.min_phrase_terms or figures.coverage < self.phrase_min_coverage:
                 yield "head_terms", head, self.min_head_terms
-                if phrase < self.min_phrase_terms:
-                    yield "phrase_terms", phrase, self.min_phrase_terms
-                if coverage < self.phrase_min_coverage:
-                    yield "phrase_coverage", coverage, self.phrase_min_coverage
+                if figures.phrase_terms < self.min_phrase_terms:
+                    yield "phrase_terms", figures.phrase_terms, self.min_phrase_terms
+                if figures.coverage < self.phrase_min_coverage:
+                    yield "phrase_coverage", figures.coverage, self.phrase_min_coverage
         if number == 0:
             if len(ranked) > 1 and ranked[1].score >= self.tie_ratio * best and head < self.tie_min_head_terms:
                 yield "tie", head, self.tie_min_head_terms  # it does not stand out and says little in its head

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from memory_store import MemoryDoc
 from recall_kit._secrets import Redactor
 from recall_kit._answer import ANSWER_KEY, AnswerError, parse_answer, validate_selection
-from recall_kit._chat import _ChatFailure, ChatModelClient, ResponseMode, json_schema_format
+from recall_kit._chat import _ChatFailure, ChatModelClient, ResponseMode, _message_content, json_schema_format
 from recall_kit.limits import MAX_ANSWER_TOKENS, MAX_MODEL_DOCS, REJECTED_REF_CHARS
 from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Fallback, FallbackKind, Strategy
@@ -60,7 +60,9 @@ def selection_messages(query: str, manifest: Manifest) -> list[dict[str, str]]:
     ]
 
 
-def _response_format(mode: ResponseMode, manifest: Manifest) -> dict[str, Any] | None:
+def response_format(mode: ResponseMode, manifest: Manifest) -> dict[str, Any] | None:
+    """The request's ``response_format`` in ``mode``: a JSON schema whose enum is the manifest's refs,
+    a bare JSON object, or None for plain text."""
     if mode == "json_object":
         return {"type": "json_object"}
     if mode == "text":
@@ -74,6 +76,14 @@ def _response_format(mode: ResponseMode, manifest: Manifest) -> dict[str, Any] |
         "additionalProperties": False,
     }
     return json_schema_format("memory_selection", schema)
+
+
+def answer_text(body: bytes) -> str:
+    """The model's text in a chat-completions response body; AnswerError when the body holds none."""
+    try:
+        return _message_content(body)
+    except _ChatFailure as failure:
+        raise AnswerError(failure.reason) from None
 
 
 class ModelSelector(ChatModelClient):
@@ -129,7 +139,7 @@ class ModelSelector(ChatModelClient):
                 return fall_back("no_candidates", "no candidates")
             messages = selection_messages(query, manifest)
             text, mode = await self._chat.complete(
-                messages, lambda mode: _response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
+                messages, lambda mode: response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
             )
             raw = parse_answer(text)
         except _ChatFailure as failure:

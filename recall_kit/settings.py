@@ -17,6 +17,7 @@ file ``./recall-kit.toml``. An untrusted project file may set only ``UNTRUSTED_F
 ``trust_config_file`` records one, as it is now, in the user's file.
 """
 
+from memory_store import fixup_module_metadata
 from recall_kit._config_files import (
     CONFIG_FILE_NAME,
     USER_CONFIG_ENV,
@@ -74,3 +75,5 @@ __all__ = [
     "untrust_config_file",
     "user_config_path",
 ]
+
+fixup_module_metadata(__name__, globals(), __all__)

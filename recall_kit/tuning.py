@@ -13,9 +13,11 @@ the gate and the field weights, explaining a decision, and benchmarks::
         print(verdict.rank, verdict.scored.doc.ref, verdict)  # "passed the gate", or why it is held
 
 The constants are the defaults; the comment beside each in the source names the benchmark that
-chose it (bench/bench_heuristic.py searches the gate and compares field weights).
+chose it (bench/bench_heuristic.py searches the gate and compares field weights). ``gate_features``
+is the one place a document's figures are worked out, for the gate and for that search.
 """
 
+from memory_store import fixup_module_metadata
 from recall_kit._fields import FIELD_WEIGHTS, FIELDS
 from recall_kit._gate import (
     CJK_UNKNOWN_WEIGHT,
@@ -32,12 +34,15 @@ from recall_kit._gate import (
     TIE_RATIO,
     UNKNOWN_WEIGHT,
     Evidence,
+    FeatureWeights,
+    GateFeatures,
     GateRule,
     GateSettings,
     GateVerdict,
     HeldReason,
     ScoredDoc,
     SlotMatch,
+    gate_features,
 )
 from recall_kit._query import (
     TYPO_LONG_WORD,
@@ -55,7 +60,9 @@ __all__ = [
     "Evidence",
     "FIELDS",
     "FIELD_WEIGHTS",
+    "FeatureWeights",
     "GENERIC_WEIGHT",
+    "GateFeatures",
     "GateRule",
     "GateSettings",
     "GateVerdict",
@@ -78,5 +85,7 @@ __all__ = [
     "TYPO_MIN_LENGTH",
     "TYPO_WEIGHT",
     "UNKNOWN_WEIGHT",
+    "gate_features",
     "tokenize",
 ]
+fixup_module_metadata(__name__, globals(), __all__)

@@ -4,6 +4,7 @@ Imported only by the benchmarks, the tests and the CLI's ``bench`` commands; the
 imports it.
 """
 
+from memory_store import fixup_module_metadata
 from recall_kit_bench._datasets import (
     DATASET_SCOPE,
     EvalDataset,
@@ -141,8 +142,4 @@ __all__ = [
     "write_memory",
 ]
 
-for _name in __all__:  # shown as recall_kit_bench.Name, where it is public
-    _value = globals()[_name]
-    if getattr(_value, "__module__", "").startswith("recall_kit_bench._"):
-        _value.__module__ = __name__
-del _name, _value
+fixup_module_metadata(__name__, globals(), __all__)

@@ -65,12 +65,40 @@ def test_the_lazy_exports_agree_with_what_type_checkers_read(package: ModuleType
     assert checked == package._EXPORTS
 
 
-def test_public_classes_carry_their_package_as_module() -> None:
-    for package in (memory_store, recall_kit, recall_kit_bench):
-        for name, value in public_names(package):
-            if inspect.isclass(value) or inspect.isfunction(value):
-                shown = value.__module__
-                assert not any(part.startswith("_") for part in shown.split(".")), f"{package.__name__}.{name} prints as {shown}"
+def _is_public(module_name: str) -> bool:
+    return not any(part.startswith("_") for part in module_name.split("."))
+
+
+def test_every_public_name_of_every_public_module_prints_a_public_module_that_exports_it() -> None:
+    wrong = []
+    for module in public_modules():
+        for name, value in public_names(module):
+            if not (inspect.isclass(value) or inspect.isfunction(value)):
+                continue  # constants and aliases have no module of their own
+            shown = value.__module__
+            if not shown.startswith(tuple(PACKAGES)):
+                continue  # re-exported from elsewhere (the standard library, click): not ours to name
+            home = importlib.import_module(shown)
+            if not _is_public(shown) or getattr(home, value.__name__, None) is not value:
+                wrong.append(f"{module.__name__}.{name} prints as {shown}.{value.__name__}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("recall_kit.selection", "Manifest"), ("recall_kit.tuning", "GateSettings"), ("recall_kit.testing", "Oracle"),
+     ("recall_kit.cache", "CacheFile"), ("recall_kit", "Recaller"), ("memory_store", "MemoryRoot"),
+     ("recall_kit_bench", "EvalDataset")],
+)
+def test_a_public_class_prints_as_the_module_users_import_it_from(module: str, name: str) -> None:
+    value = getattr(importlib.import_module(module), name)
+    assert f"{value.__module__}.{value.__qualname__}" == f"{module}.{name}"
+
+
+def test_selection_re_exports_no_private_name() -> None:
+    tree = ast.parse(Path(importlib.import_module("recall_kit.selection").__file__).read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names]
+    assert [name for name in imported if name.startswith("_")] == []
 
 
 def test_every_public_function_method_and_property_has_a_docstring() -> None:

@@ -1,5 +1,6 @@
 """Test servers for recall-kit: a scripted OpenAI-compatible chat server and a real llama.cpp server."""
 
+from memory_store import fixup_module_metadata
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply
 from recall_kit.testing.llama_server import LlamaServer, RealModelUnavailable, smollm2_gguf_path
 from recall_kit.testing.scripted_server import (
@@ -21,3 +22,4 @@ __all__ = [
     "ScriptedServerTimeout",
     "smollm2_gguf_path",
 ]
+fixup_module_metadata(__name__, globals(), __all__)

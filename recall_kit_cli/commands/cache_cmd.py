@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import click
 
-from recall_kit import CacheFile, MemoryStoreError, clear_cache_files, default_cache_dir, list_cache_files
+from recall_kit import MemoryStoreError
+from recall_kit.cache import CacheFile, clear_cache_files, default_cache_dir, list_cache_files
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo_json, echo_rows

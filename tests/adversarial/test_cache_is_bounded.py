@@ -9,7 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from recall_kit import list_cache_files, open_indexed
+from recall_kit import open_indexed
+from recall_kit.cache import list_cache_files
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 
 from cli_support import assert_one_line_error, clean_environ, run_recall_kit

@@ -26,7 +26,7 @@ from memory_store import (
     MemoryStore,
     MemoryStoreError,
 )
-from memory_store._learned import MAX_REPORTED_PROBLEMS
+from memory_store._learned_format import MAX_REPORTED_PROBLEMS
 
 
 def tree(folder: Path) -> dict[str, bytes]:

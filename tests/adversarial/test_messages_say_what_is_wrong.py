@@ -144,7 +144,7 @@ def test_a_daemon_request_that_is_not_utf8_is_answered_so(env: Env, daemon: Daem
 def test_a_symlink_planted_between_the_check_and_the_link_is_named_as_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory_store._files as files_module
+    import memory_store._root as files_module
     from memory_store import MemoryPathError, MemoryRoot
 
     root = tmp_path / "memories"

@@ -35,8 +35,8 @@ from memory_store import (
     decode_doc,
     encode_doc,
 )
-from memory_store._files import COMPACT_MIN_BYTES, MAX_KEPT_CHANGES
-from memory_store._learned import merge_updates
+from memory_store._learned_log import COMPACT_MIN_BYTES, MAX_KEPT_CHANGES
+from memory_store._learned_format import merge_updates
 
 Open = Callable[..., MemoryStore]
 

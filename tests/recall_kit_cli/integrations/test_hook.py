@@ -172,7 +172,7 @@ def test_a_warm_hook_call_loads_neither_the_engine_nor_the_store(env: Env, daemo
         "import io, sys; from recall_kit_cli.integrations.hook import run_hook; "
         f"run_hook('claude-code', ['--root', {str(memories)!r}], stdin=io.BytesIO(sys.argv[1].encode()), stdout=io.StringIO()); "
         "print(sorted(m for m in ('numpy', 'httpx', 'yaml', 'watchdog', 'click', 'recall_kit._session', "
-        "'memory_store._store', 'memory_store._files') if m in sys.modules))"
+        "'memory_store._store', 'memory_store._root') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code, event], capture_output=True, text=True, env=env.vars, timeout=30)
     assert result.stdout == "[]\n", result.stderr

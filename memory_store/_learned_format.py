@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from memory_store._sidecar import _DROP_CATEGORIES, _INSPECT_FACTOR, SidecarProblem, _valid_path
+from memory_store._fd import SidecarProblem
+from memory_store._terms import DROP_CATEGORIES, INSPECT_FACTOR, valid_path
 from memory_store._types import Learned
 
 LEARNED_PATH = ".recall-kit/learned.jsonl"  # relative to a root; hidden, so never scanned as a memory
@@ -86,7 +87,7 @@ def clean_term(value: object) -> str | None:
     if len(term) > MAX_LEARNED_TERM_CHARS:
         return None
     for ch in term:
-        if ch.isspace() or ch in "<>" or unicodedata.category(ch) in _DROP_CATEGORIES:  # <>: never markup
+        if ch.isspace() or ch in "<>" or unicodedata.category(ch) in DROP_CATEGORIES:  # <>: never markup
             return None
     return term
 
@@ -95,11 +96,11 @@ def clean_term_set(values: object) -> tuple[str, ...]:
     """Untrusted terms as learned terms: bad ones dropped, duplicates once, at most MAX_LEARNED_TERMS,
     the work bounded whatever the input's size."""
     if isinstance(values, (set, frozenset)):
-        values = sorted(v for v in values if isinstance(v, str))[: MAX_LEARNED_TERMS * _INSPECT_FACTOR]
+        values = sorted(v for v in values if isinstance(v, str))[: MAX_LEARNED_TERMS * INSPECT_FACTOR]
     if not isinstance(values, (list, tuple)):
         return ()
     terms: dict[str, None] = {}
-    for value in values[: MAX_LEARNED_TERMS * _INSPECT_FACTOR]:
+    for value in values[: MAX_LEARNED_TERMS * INSPECT_FACTOR]:
         term = clean_term(value)
         if term is not None:
             terms[term] = None
@@ -142,7 +143,7 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
 
     Raises ValueError with a one-line reason when the update's path is invalid.
     """
-    path = _valid_path(update.path)
+    path = valid_path(update.path)
     keys = {k.term: k for k in entry.keys} if entry is not None else {}
     sups = {s[0]: s for s in entry.suppressors} if entry is not None else {}
     release = frozenset(clean_term_set(update.release))
@@ -276,14 +277,14 @@ def _entry(obj: Any) -> tuple[str, LearnedEntry | None]:
     """A line's path and entry, cleaned (None when nothing in it is kept); ValueError when it is not an entry."""
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    path = _valid_path(obj.get("path"))
+    path = valid_path(obj.get("path"))
     raw_keys, raw_sups = obj.get("keys", []), obj.get("suppressors", [])
     if not isinstance(raw_keys, list):
         raise ValueError("'keys' must be a list of [term, count, seen]")
     if not isinstance(raw_sups, list):
         raise ValueError("'suppressors' must be a list of [[terms], count, seen]")
     keys: dict[str, LearnedTerm] = {}
-    for item in raw_keys[: MAX_LEARNED_KEYS * _INSPECT_FACTOR]:
+    for item in raw_keys[: MAX_LEARNED_KEYS * INSPECT_FACTOR]:
         if isinstance(item, list) and len(item) == 3:
             term, count, seen = clean_term(item[0]), _count(item[1]), _seen(item[2])
             if term is not None and count is not None and seen is not None:
@@ -291,7 +292,7 @@ def _entry(obj: Any) -> tuple[str, LearnedEntry | None]:
                 if old is None or (count, seen) > (old.count, old.seen):
                     keys[term] = LearnedTerm(term, count, seen)
     sups: dict[frozenset[str], Suppressor] = {}
-    for item in raw_sups[: MAX_SUPPRESSORS * _INSPECT_FACTOR]:
+    for item in raw_sups[: MAX_SUPPRESSORS * INSPECT_FACTOR]:
         if isinstance(item, list) and len(item) == 3:
             terms, count, seen = frozenset(clean_term_set(item[0])), _count(item[1]), _seen(item[2])
             if terms and count is not None and seen is not None:
