@@ -72,6 +72,23 @@ def test_every_human_field_is_sanitised_through_a_pipe(run_cli: RunCli, hostile:
     assert outputs["validate"].returncode == 1 and "skipped" in outputs["validate"].stdout
 
 
+def test_show_makes_an_escape_in_each_field_visible_as_list_does(run_cli: RunCli, tmp_path: Path) -> None:
+    root = tmp_path / "evil"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "evil.md").write_text(_memory(f"Evil {CLEAR} name", f"a {TITLE} description", f"body {CLEAR} red"))
+    listed = run_cli("list", "--root", str(root))
+    shown = run_cli("show", "evil/user/evil.md", "--root", str(root))
+    assert listed.returncode == 0 and shown.returncode == 0, shown.stderr
+    assert "Evil \\x1b[2J name" in listed.stdout
+    lines = shown.stdout.splitlines()
+    assert "Title: Evil \\x1b[2J name" in lines  # not "Evil [2J name": the ESC is shown, not dropped
+    assert "Description: a \\x1b]0;pwned\\x07 description" in lines
+    assert "body \\x1b[2J red" in lines
+    assert_safe(shown.stdout)
+    block = json.loads(run_cli("show", "evil/user/evil.md", "--root", str(root), "--json").stdout)["text"]
+    assert block.startswith("<recalled-memories>") and f"body {CLEAR} red" in block  # --json: exact, the agent's block
+
+
 def test_every_human_field_is_sanitised_on_a_terminal(hostile: Path) -> None:
     for args in (("list",), ("query", "deploy ledgerline production", "--fast-only", "-v"), ("validate",),
                  ("show", "hostile/project/deploy.md")):
