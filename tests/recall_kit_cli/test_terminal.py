@@ -202,6 +202,18 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_quietly(tmp_path: Path) ->
     assert "Aborted" not in result.output and "Traceback" not in result.output
 
 
+def test_ctrl_c_reaches_the_command_when_the_test_runner_itself_ignores_it(tmp_path: Path) -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the suite started as a background job
+    try:
+        with ScriptedChatServer(default=Reply.hang()) as server:
+            result = run_in_pty("query", "deploy ledgerline production", "--root", str(EXAMPLES),
+                                "--base-url", server.base_url, "--model", "m", "--model-timeout", "20",
+                                cwd=tmp_path, interrupt_after="initial point")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.returncode == 130, result.output  # not 0 after waiting out the model's 20 s
+
+
 def test_library_warnings_reach_stderr_as_one_cleaned_line(run_cli: RunCli, tmp_path: Path) -> None:
     blocked = tmp_path / f"cache{CLEAR}"
     blocked.write_text("a file where the cache folder should be")
