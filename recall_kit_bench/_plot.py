@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from recall_kit_bench._reports import DeliveryBenchReport, DeliveryReport
-from recall_kit_bench._errors import HarnessError, PlotUnavailable
+from recall_kit_bench._errors import PLOT_EXTRA, HarnessError, PlotUnavailable
 
-
-PLOT_EXTRA = "recall-kit[plot]"  # the extra that installs matplotlib
 PLOT_SUFFIX = ".png"
 
 
@@ -41,7 +39,9 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")  # no display: files only
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise PlotUnavailable(f"drawing needs matplotlib, which is not installed: pip install '{PLOT_EXTRA}' ({exc})") from None
+        raise PlotUnavailable(
+            f"drawing needs matplotlib, which is not installed: pip install '{PLOT_EXTRA}' ({exc})"
+        ) from None
     return plt
 
 
