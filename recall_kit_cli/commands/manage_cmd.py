@@ -107,7 +107,8 @@ def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
     if as_json:  # exact: the block as the agent receives it
-        echo_json({"ref": doc.ref, "path": str(doc.abspath), "raw": raw, "text": text if raw else render_memories([doc])})
+        text = text if raw else render_memories([doc])
+        echo_json({"ref": doc.ref, "path": str(doc.abspath), "raw": raw, "text": text})
     else:
         echo(clean_block((text if raw else render_memories([_visible(doc)])).rstrip("\n")))
 
