@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import types
-import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,9 +52,6 @@ _EVENT_FILTER = [
     FileModifiedEvent,
     FileMovedEvent,
 ]
-# watchdog warns when a new folder's watch races with its own bookkeeping; the
-# watch is still in place and we rescan new folders anyway, so the notice is noise.
-warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning, module="watchdog")
 MAX_DELAY_FACTOR = 5
 _MAX_SYNC_PASSES = 256  # a loop guard: one pass per missing folder level on the way to a root
 _log = logging.getLogger(__name__)  # a steady stream of events still publishes every 5 debounce windows
@@ -105,6 +101,7 @@ class Watcher:
 
     def start(self) -> None:
         _bound_watchdog_walks()
+        _bound_watchdog_watches()
         _running.add(self)  # before the first watch: its walk must already know our roots
         self._observer.start()
         self._thread.start()
@@ -333,3 +330,32 @@ def _bound_watchdog_walks() -> None:
         module = sys.modules.get(name)  # the Observer's import loaded those this platform uses
         if module is not None and getattr(module, "os", None) is os:
             setattr(module, "os", _BOUNDED_OS)
+
+
+# --- which folders watchdog watches ---------------------------------------------------------------
+# watchdog 7 (its InotifyWatchGroup) watches each folder a creation event names, then walks it for the
+# folders below. On a tree made while it is watched that goes wrong twice. A folder its parent's walk
+# already watches is watched again when its own creation event is read: a RuntimeWarning each, whose
+# text holds every path the group watches (a 1,100-level tree made 62 of them, 2.3 MB, in one test).
+# And the walk stops at MAX_FOLDER_DEPTH, but a folder created just below the deepest watched one was
+# watched because its parent was, then its own child, on down the tree. Its groups get an _add_callback
+# that skips both; any other version of watchdog is left as it is.
+_WATCH_GROUP = ("watchdog.observers.inotify", "InotifyWatchGroup")
+
+
+def _bound_watchdog_watches() -> None:
+    """Keep watchdog 7's watch groups from watching a folder twice or deeper than the scan reads (once)."""
+    group = getattr(sys.modules.get(_WATCH_GROUP[0]), _WATCH_GROUP[1], None)
+    add = getattr(group, "_add_callback", None)
+    if group is None or add is None or getattr(add, "__module__", None) == __name__:
+        return
+
+    def _add_callback(self: Any, path: bytes) -> None:
+        if path in getattr(self, "_active_callbacks_by_path", ()):
+            return  # watched already: the walk of a folder above found it before its creation event came
+        left = _levels_left(os.fsdecode(path))
+        if left is not None and left < 0:
+            return  # below the deepest folder the scan reads: nothing in it is ever read
+        add(self, path)
+
+    group._add_callback = _add_callback

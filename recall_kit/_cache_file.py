@@ -273,8 +273,11 @@ class CacheFile:
     regular: bool  # False: a FIFO, a symlink or a folder at a cache's name (listed and cleared, never used)
 
 
-def list_cache_files(cache_dir: str | os.PathLike[str] | None = None) -> list[CacheFile]:
-    """The index caches in ``cache_dir`` (default: ``default_cache_dir()``), most recently used first.
+def list_cache_files(
+    cache_dir: str | os.PathLike[str] | None = None, roots: Sequence[str | os.PathLike[str]] | None = None
+) -> list[CacheFile]:
+    """The index caches in ``cache_dir`` (default: ``default_cache_dir()``), most recently used first:
+    every one, or with ``roots`` those that hold any of them (a cache whose roots are unknown holds none).
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """
@@ -282,13 +285,15 @@ def list_cache_files(cache_dir: str | os.PathLike[str] | None = None) -> list[Ca
     if not os.path.lexists(folder):
         return []
     private_folder(folder, create=False)
+    wanted = set(root_paths(roots)) if roots is not None else None
     names = sorted(os.listdir(folder))
     found = []
     for name in names:
         if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
             continue
-        path = folder / name
-        found.append(_cache_file(path))
+        cache = _cache_file(folder / name)
+        if wanted is None or (cache.roots and wanted & set(cache.roots)):
+            found.append(cache)
     return sorted(found, key=lambda cache: cache.last_used, reverse=True)
 
 
@@ -331,14 +336,11 @@ def clear_cache_files(
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """
-    wanted = set(root_paths(roots)) if roots is not None else None
     removed = []
-    for cache in list_cache_files(cache_dir):
-        if wanted is not None and not (cache.roots and wanted & set(cache.roots)):
-            continue
+    for cache in list_cache_files(cache_dir, roots):
         _remove(cache.path)
         removed.append(cache)
-    if wanted is None:
+    if roots is None:
         _remove_stale_temps(Path(cache_dir) if cache_dir is not None else default_cache_dir(), max_age_s=0.0)
     return removed
 

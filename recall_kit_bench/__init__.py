@@ -56,7 +56,7 @@ from recall_kit_bench._lifecycle import (
     ToolUsingReport,
     run_lifecycle_bench,
 )
-from recall_kit_bench._plot import plot_delivery
+from recall_kit_bench._plot import check_plot_path, plot_delivery
 from recall_kit_bench._replay import (
     FoldResult,
     OracleAnswers,
@@ -107,6 +107,7 @@ __all__ = [
     "ToolUsingReport",
     "TrainingSummary",
     "baseline_fold",
+    "check_plot_path",
     "copy_memories",
     "dataset_sidecar",
     "delivery_table",

@@ -3,6 +3,7 @@
 from memory_store import RecallKitError
 
 BENCH_EXTRA = "recall-kit[bench]"  # the extra that installs the harness's optional dependencies
+PLOT_EXTRA = "recall-kit[plot]"  # the extra that installs matplotlib, for `bench delivery --plot`
 
 
 class HarnessError(RecallKitError):

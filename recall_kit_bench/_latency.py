@@ -11,6 +11,7 @@ from typing import Any
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit import FastHeuristic
+from recall_kit_bench._errors import BaselineUnavailable
 from recall_kit_bench._evaluation import BASELINE_TOP, Percentiles, PlainBaseline, percentiles
 
 _SYLLABLES = (
@@ -27,27 +28,35 @@ VOCABULARY_SIZE = 30_000
 
 @dataclass(frozen=True, slots=True)
 class LatencyRow:
-    """Fast-stage and update cost at one store size, beside rank-bm25's full scoring."""
+    """Fast-stage and update cost at one store size, beside rank-bm25's full scoring.
+
+    ``baseline_ms`` is None when rank-bm25 (the ``bench`` extra) is not installed; ``baseline_absent``
+    then says so in one line naming the extra."""
 
     docs: int
     fast_ms: Percentiles
     fast_cpu_ms: Percentiles  # thread CPU time: the same calls without other processes' share
-    baseline_ms: Percentiles
+    baseline_ms: Percentiles | None
     update_ms: Percentiles
     query_after_update_ms: Percentiles
     build_s: float
+    baseline_absent: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The row as a JSON object (``baseline_ms`` as ``rank_bm25_ms``)."""
-        return {
+        """The row as a JSON object (``baseline_ms`` as ``rank_bm25_ms``: null, with ``rank_bm25_absent``
+        saying why, when rank-bm25 is not installed)."""
+        data: dict[str, Any] = {
             "docs": self.docs,
             "fast_ms": self.fast_ms.as_dict(),
             "fast_cpu_ms": self.fast_cpu_ms.as_dict(),
-            "rank_bm25_ms": self.baseline_ms.as_dict(),
+            "rank_bm25_ms": None if self.baseline_ms is None else self.baseline_ms.as_dict(),
             "update_ms": self.update_ms.as_dict(),
             "query_after_update_ms": self.query_after_update_ms.as_dict(),
             "build_s": round(self.build_s, 3),
         }
+        if self.baseline_ms is None:
+            data["rank_bm25_absent"] = self.baseline_absent
+        return data
 
 
 def generated_vocabulary(size: int = VOCABULARY_SIZE, seed: int = 7) -> list[str]:
@@ -122,7 +131,7 @@ def measure_latency(
 ) -> LatencyRow:
     """Time FastHeuristic.recall, rank-bm25's get_scores, and one-file index updates.
 
-    Raises BaselineUnavailable without rank-bm25 (the ``bench`` extra)."""
+    Without rank-bm25 (the ``bench`` extra) the row has no baseline and says why."""
     vocabulary = generated_vocabulary()
     snapshot = generated_snapshot(n_docs, vocabulary)
     prompts = generated_queries(vocabulary, queries)
@@ -139,13 +148,7 @@ def measure_latency(
         fast_cpu.append((time.thread_time() - cpu_started) * 1000.0)
 
     refs = sorted(snapshot.docs)
-    bm25 = PlainBaseline(snapshot)
-    baseline = []
-    for prompt in prompts[:baseline_queries]:
-        started = time.perf_counter()
-        scores = bm25.scores(prompt)
-        sorted(range(len(refs)), key=lambda i: -scores[i])[:BASELINE_TOP]
-        baseline.append((time.perf_counter() - started) * 1000.0)
+    baseline, absent = _baseline_ms(snapshot, prompts[:baseline_queries])
 
     update = []
     after_update = []
@@ -166,8 +169,25 @@ def measure_latency(
         n_docs,
         percentiles(fast),
         percentiles(fast_cpu),
-        percentiles(baseline),
+        None if baseline is None else percentiles(baseline),
         percentiles(update),
         percentiles(after_update),
         build_s,
+        absent,
     )
+
+
+def _baseline_ms(snapshot: Snapshot, prompts: Sequence[str]) -> tuple[list[float] | None, str | None]:
+    """rank-bm25's get_scores and top 2 for each prompt, in ms; or None and why it cannot run."""
+    try:
+        bm25 = PlainBaseline(snapshot)
+    except BaselineUnavailable as exc:
+        return None, str(exc)
+    refs = bm25.refs
+    baseline = []
+    for prompt in prompts:
+        started = time.perf_counter()
+        scores = bm25.scores(prompt)
+        sorted(range(len(refs)), key=lambda i: -scores[i])[:BASELINE_TOP]
+        baseline.append((time.perf_counter() - started) * 1000.0)
+    return baseline, None

@@ -148,18 +148,23 @@ class RefinedReport:
 @dataclass(frozen=True, slots=True)
 class DeliveryBenchReport:
     """All of `bench delivery`: ours at the initial point, the plain baseline, and whichever of
-    the refined phase (a real endpoint) or the lifecycle bench (a latency profile) ran."""
+    the refined phase (a real endpoint) or the lifecycle bench (a latency profile) ran.
+
+    ``baseline`` is None when the plain BM25 baseline could not run; ``baseline_absent`` then says
+    why, in one line naming the extra that installs it."""
 
     delivery: DeliveryReport
-    baseline: DeliveryReport
+    baseline: DeliveryReport | None
     refined: RefinedReport | None = None
     lifecycle: LifecycleReport | None = None
     unenriched: DeliveryReport | None = None  # the same store without its enrichment sidecar
     sidecar: str | None = None  # the enrichment sidecar ``delivery`` was measured with
     enriched_docs: int = 0
+    baseline_absent: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The delivery report's JSON object, with the enrichment, each other report that ran, and the baseline."""
+        """The delivery report's JSON object, with the enrichment, each other report that ran, and the
+        baseline (null, with ``baseline_absent`` saying why, when it could not run)."""
         data = self.delivery.as_dict()
         data["enrichment"] = {"sidecar": self.sidecar, "enriched_docs": self.enriched_docs}
         if self.unenriched is not None:
@@ -168,5 +173,7 @@ class DeliveryBenchReport:
             data["refined"] = self.refined.as_dict()
         if self.lifecycle is not None:
             data["lifecycle"] = self.lifecycle.as_dict()
-        data["baseline"] = self.baseline.as_dict()
+        data["baseline"] = None if self.baseline is None else self.baseline.as_dict()
+        if self.baseline is None:
+            data["baseline_absent"] = self.baseline_absent
         return data

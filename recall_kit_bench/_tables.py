@@ -26,8 +26,11 @@ def delivery_table(report: DeliveryBenchReport) -> str:
 
 
 def latency_table(rows: Sequence[LatencyRow]) -> str:
-    """Fast-stage, rank-bm25 and update costs, one line per store size, then the legend."""
-    return _table(_LATENCY_COLUMNS, rows, _LATENCY_LEGEND)
+    """Fast-stage, rank-bm25 and update costs, one line per store size, then the legend (and why the
+    rank-bm25 columns are empty, when they are)."""
+    absent = next((row.baseline_absent for row in rows if row.baseline_ms is None), None)
+    legend = _LATENCY_LEGEND if absent is None else f"{_LATENCY_LEGEND}\nrank-bm25: absent ({absent})"
+    return _table(_LATENCY_COLUMNS, rows, legend)
 
 
 def enriched_latency_table(rows: Sequence[EnrichedLatencyRow]) -> str:
@@ -64,13 +67,14 @@ def _header(report: DeliveryReport) -> list[str]:
     ]
 
 
-def _side_by_side(ours: DeliveryReport, other: DeliveryReport, heading: str) -> list[str]:
+def _side_by_side(ours: DeliveryReport, other: DeliveryReport | None, heading: str) -> list[str]:
+    """Ours beside ``other`` per kind; an absent ``other`` (the baseline could not run) shows as ``-``."""
     lines = [
         f"{'kind':<14}{'n':>5}  {'strict':>13}  {'loose':>13}  {'silence':>13}  {'precision':>13}",
         f"{'':<14}{'':>5}  {heading:>13}  {heading:>13}  {heading:>13}  {heading:>13}",
     ]
-    rows = [("all", ours.overall, other.overall)] + [
-        (kind, m, other.by_kind.get(kind)) for kind, m in ours.by_kind.items()
+    rows = [("all", ours.overall, other.overall if other else None)] + [
+        (kind, m, other.by_kind.get(kind) if other else None) for kind, m in ours.by_kind.items()
     ]
     for kind, mine, theirs in rows:
         cells = "  ".join(f"{_rate(a)} / {_rate(b)}" for a, b in zip(_rates(mine), _rates(theirs)))
@@ -81,13 +85,13 @@ def _side_by_side(ours: DeliveryReport, other: DeliveryReport, heading: str) -> 
 def _no_tool_table(report: DeliveryBenchReport) -> str:
     """The no-tool delivery beside the plain baseline, the fold spread and the costs."""
     ours, base = report.delivery, report.baseline
-    lines = _header(ours) + _side_by_side(ours, base, "ours / base")
+    lines = _header(ours) + _side_by_side(ours, base, "ours / base") + _absent(report)
     lines.append("")
     lines.append(f"fold spread ({FOLDS} folds by hash of id): " + _spread(ours.folds or {}))
     lines.append(
         f"fast stage ms {_timings(ours.fast_ms, with_max=False)}; "
         f"initial wait ms {_timings(ours.initial_wait_ms)}; "
-        f"baseline ms {_timings(base.fast_ms, with_max=False)}"
+        f"baseline ms {'-' if base is None else _timings(base.fast_ms, with_max=False)}"
     )
     if report.unenriched is not None:
         lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh)"]
@@ -97,6 +101,11 @@ def _no_tool_table(report: DeliveryBenchReport) -> str:
         lines += [""] + _refined_lines(report.refined)
     lines += [f"skipped {error}" for error in ours.load_errors]
     return "\n".join(lines)
+
+
+def _absent(report: DeliveryBenchReport) -> list[str]:
+    """The line saying the base column is empty, and why, when the plain baseline could not run."""
+    return [] if report.baseline is not None else [f"base: absent ({report.baseline_absent})"]
 
 
 def _refined_lines(refined: RefinedReport) -> list[str]:
@@ -148,7 +157,7 @@ def _lifecycle_table(report: DeliveryBenchReport, life: LifecycleReport) -> str:
         "",
         "tool-free turn, initial point (ours / plain BM25 top 2):",
     ]
-    lines += _side_by_side(ours, base, "ours / base")
+    lines += _side_by_side(ours, base, "ours / base") + _absent(report)
     lines += [
         f"initial phase {_counts(free.initial_phase)}",
         "",
@@ -271,8 +280,8 @@ _LATENCY_COLUMNS: list[Column[LatencyRow]] = [
     ("fast p50", 9, _ms_cell(lambda row: row.fast_ms.p50)),
     ("fast p99", 9, _ms_cell(lambda row: row.fast_ms.p99)),
     ("cpu p99", 8, _ms_cell(lambda row: row.fast_cpu_ms.p99)),
-    ("rank-bm25 p50", 13, _ms_cell(lambda row: row.baseline_ms.p50)),
-    ("rank-bm25 p99", 13, _ms_cell(lambda row: row.baseline_ms.p99)),
+    ("rank-bm25 p50", 13, lambda row: "-" if row.baseline_ms is None else f"{row.baseline_ms.p50:.3f}"),
+    ("rank-bm25 p99", 13, lambda row: "-" if row.baseline_ms is None else f"{row.baseline_ms.p99:.3f}"),
     ("update p50", 10, _ms_cell(lambda row: row.update_ms.p50)),
     ("update p99", 10, _ms_cell(lambda row: row.update_ms.p99)),
     ("after-update p99", 16, _ms_cell(lambda row: row.query_after_update_ms.p99)),

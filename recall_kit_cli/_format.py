@@ -21,7 +21,8 @@ class InputError(RecallKitError, click.ClickException):
 
 
 class ModelUnavailable(RecallKitError, click.ClickException):
-    """``--require-model`` and the model gave no answer: the fast result was shown, exit status 3."""
+    """``--require-model`` and no model answer (none configured, or it failed): the fast result was
+    shown, exit status 3."""
 
     exit_code = 3
 

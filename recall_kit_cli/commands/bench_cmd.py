@@ -94,9 +94,11 @@ def delivery(
         raise InputError(f"--limit needs a positive number, got {limit}")
     if sidecar is not None and no_enrichment:
         raise InputError("--enrichment and --no-enrichment exclude each other")
+    if plot is not None:
+        _check_plot(plot)  # before the long runs: a plot that cannot be drawn fails at once
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
     dataset = _load(dataset_dir, limit, found if found is not None else False)
-    plain = _plain_baseline(dataset)  # before the long runs: without rank-bm25 the command fails at once
+    plain, absent = _plain_baseline(dataset)
     unenriched = None
     lifecycle, refined = None, None
     if latency_profile is not None:
@@ -113,16 +115,19 @@ def delivery(
         ours, refined = _session_report(dataset, config)
         if found is not None:
             unenriched, _ = _session_report(_load(dataset_dir, limit, False), None)
-    with _progress(len(dataset.queries), "baseline") as tick:
-        baseline = run(dataset, plain.deliver, on_query=lambda _: tick())
+    baseline = None
+    if plain is not None:
+        with _progress(len(dataset.queries), "baseline") as tick:
+            baseline = DeliveryReport.of(dataset, run(dataset, plain.deliver, on_query=lambda _: tick()))
     report = DeliveryBenchReport(
         ours,
-        DeliveryReport.of(dataset, baseline),
+        baseline,
         refined,
         lifecycle,
         unenriched,
         None if found is None else str(found),
         enriched_docs(dataset),
+        absent,
     )
     if plot is not None:
         from recall_kit_bench import HarnessError, plot_delivery
@@ -146,13 +151,24 @@ def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) ->
     return dataset
 
 
-def _plain_baseline(dataset: EvalDataset) -> PlainBaseline:
+def _plain_baseline(dataset: EvalDataset) -> tuple[PlainBaseline | None, str | None]:
+    """The plain BM25 baseline, or None and why not (rank-bm25 comes with the bench extra): the
+    benchmark runs on a plain install and shows the baseline's column as absent."""
     from recall_kit_bench import BaselineUnavailable, PlainBaseline
 
     try:
-        return PlainBaseline(dataset.snapshot)
+        return PlainBaseline(dataset.snapshot), None
     except BaselineUnavailable as exc:
-        raise InputError(str(exc)) from None
+        return None, str(exc)
+
+
+def _check_plot(plot: str) -> None:
+    from recall_kit_bench import HarnessError, check_plot_path
+
+    try:
+        check_plot_path(plot)
+    except HarnessError as exc:
+        raise InputError(f"--plot {plot}: {exc}") from None
 
 
 def _endpoint(base_url: str | None, model: str | None, timeout: float | None) -> SelectorConfig:

@@ -23,17 +23,26 @@ def cache() -> None:
     """The index caches in the per-user cache folder: list or clear them."""
 
 
+_root_filter = click.option(
+    "--root", "roots", multiple=True, metavar="DIR",
+    help="Only the caches that hold this root (repeatable); default: every cache.",
+)
+
+
 @cache.command("list")
+@_root_filter
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def list_caches(as_json: bool) -> None:
+def list_caches(roots: tuple[str, ...], as_json: bool) -> None:
     """Each cache file: its roots, its size and when it was last used, most recent first.
+
+    With --root, only those `cache clear --root` with the same roots would remove.
 
     \b
     Example:
-      recall-kit cache list
+      recall-kit cache list --root ~/memories
     """
     folder = default_cache_dir()
-    caches = _listed(lambda: list_cache_files(folder))
+    caches = _listed(lambda: list_cache_files(folder, roots or None))
     if as_json:
         echo_json({"folder": str(folder), "caches": [_cache_json(cache) for cache in caches]})
         return
@@ -47,8 +56,7 @@ def list_caches(as_json: bool) -> None:
 
 
 @cache.command("clear")
-@click.option("--root", "roots", multiple=True, metavar="DIR",
-              help="Only the caches that hold this root (repeatable); default: every cache.")
+@_root_filter
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def clear_caches(roots: tuple[str, ...], as_json: bool) -> None:
     """Remove every cache file, or those that hold any of the given roots; they are rebuilt when next needed.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -102,13 +103,23 @@ def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
     with open_store(roots) as store:
         doc = find_doc(store.snapshot().docs, ref)
         try:
-            text = store.read_bytes(doc.ref).decode("utf-8", "replace") if raw else render_memories([doc])
+            text = store.read_bytes(doc.ref).decode("utf-8", "replace") if raw else ""
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
-    if as_json:
+    if as_json:  # exact: the block as the agent receives it
+        text = text if raw else render_memories([doc])
         echo_json({"ref": doc.ref, "path": str(doc.abspath), "raw": raw, "text": text})
     else:
-        echo(clean_block(text.rstrip("\n")))
+        echo(clean_block((text if raw else render_memories([_visible(doc)])).rstrip("\n")))
+
+
+def _visible(doc: MemoryDoc) -> MemoryDoc:
+    """``doc`` with each field a person reads through ``clean``, so a control character in it shows
+    as its escape (``\\x1b``), as `list` shows it; the block itself would drop it from a title unseen."""
+    return dataclasses.replace(
+        doc, scope=clean(doc.scope), path=clean(doc.path), name=clean(doc.name),
+        description=clean(doc.description), body=clean_block(doc.body),
+    )
 
 
 @click.command("rm")

@@ -44,11 +44,11 @@ def query(
       recall-kit query "how do we deploy ledgerline?" --root examples/memories -v
     """
     fmt = "json" if as_json else fmt
+    if require_model and fast_only:
+        raise InputError("--require-model and --fast-only exclude each other")
     settings = load(roots=roots, base_url=base_url, model=model, timeout=model_timeout)
     paths = roots_of(settings).paths
     config, off_reason, refused = _selector_config(fast_only, settings)
-    if require_model and config is None:
-        raise InputError(f"--require-model: refinement is off ({off_reason})")
     text = bounded_prompt(text)  # what recall reads of it; a pasted log costs no more than its head
     try:
         recaller = open_recaller(paths, watch=False, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
@@ -78,7 +78,8 @@ def query(
             return await runner.run(text, between=between, on_initial=show_initial)
 
     turn = asyncio.run(one_turn())
-    summary, answered = _outcome(turn, config) if config else ("", False)
+    # no model configured is one more way of getting no model answer: the fast result, then exit 3
+    summary, answered = _outcome(turn, config) if config else (f"refinement is off ({off_reason})", False)
     if fmt == "json":
         payload = _initial_json(turn, len(snapshot.docs))
         payload["load_errors"] = [f"{e.ref}: {e.reason}" for e in snapshot.errors]

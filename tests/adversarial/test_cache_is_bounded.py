@@ -100,6 +100,22 @@ def test_cache_clear_removes_the_caches_of_a_root_or_all_of_them(tmp_path: Path)
     assert open_indexed([c], cache_dir=cache_dir).reused == 0  # rebuilt when next needed
 
 
+def test_cache_list_with_a_root_shows_just_what_cache_clear_with_it_removes(tmp_path: Path) -> None:
+    cache_dir = tmp_path / "cache"
+    env = clean_environ(RECALL_KIT_CACHE_DIR=str(cache_dir))
+    a, b, c = (make_root(tmp_path, name) for name in "abc")
+    for roots in ([a], [a, b], [c]):
+        open_indexed(roots, cache_dir=cache_dir)
+    listed = run_recall_kit("cache", "list", "--root", str(a), "--json", cwd=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(r["roots"] for r in json.loads(listed.stdout)["caches"]) == [[str(a)], [str(a), str(b)]]
+    text = run_recall_kit("cache", "list", "--root", str(c), "--root", str(tmp_path / "none"), cwd=tmp_path, env=env)
+    assert text.returncode == 0 and text.stdout.startswith("1 cache files, ") and len(text.stdout.splitlines()) == 2
+    cleared = run_recall_kit("cache", "clear", "--root", str(a), "--json", cwd=tmp_path, env=env)
+    assert json.loads(cleared.stdout)["removed"] == json.loads(listed.stdout)["caches"]
+    assert [cache.roots for cache in list_cache_files(cache_dir)] == [(str(c),)]
+
+
 def test_cache_commands_refuse_a_folder_others_could_swap_in_one_line(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     (shared / "cache").mkdir(parents=True)

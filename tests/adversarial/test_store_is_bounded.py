@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -83,7 +84,9 @@ def watched(root: Path) -> Iterator[MemoryStore]:
         yield store
 
 
-def test_a_watched_store_opens_on_a_deep_tree_and_keeps_watching(root: Path, watched: MemoryStore) -> None:
+def test_a_watched_store_opens_on_a_deep_tree_and_keeps_watching(
+    root: Path, watched: MemoryStore, recwarn: pytest.WarningsRecorder
+) -> None:
     snapshot = watched.snapshot()
     assert sorted(snapshot.docs) == ["mem/user/a.md"]
     assert [(e.path, e.reason) for e in snapshot.errors] == [(frontier(), REASON)]
@@ -101,6 +104,7 @@ def test_a_watched_store_opens_on_a_deep_tree_and_keeps_watching(root: Path, wat
     (root / "user" / "c.md").write_text(memory("c"))
     snapshot = wait_until(watched, lambda s: "mem/user/c.md" in s.docs, WAIT_S)
     assert not any("edited" in ref or "deep" in ref for ref in snapshot.docs)
+    assert [str(w.message)[:80] for w in recwarn] == []  # watchdog watched no folder twice
 
 
 class Watch:
@@ -142,3 +146,45 @@ def test_recall_kit_watch_reports_the_deep_folder_and_follows_changes(root: Path
         {"ref": f"mem/{frontier()}", "scope": "mem", "path": frontier(), "reason": REASON}
     ]
     assert second["docs"] == 2 and second["changed"] == ["mem/user/b.md"]
+
+
+def watched_inodes(pid: int) -> set[int]:
+    """The inodes a process's inotify instances watch, as the kernel lists them in /proc."""
+    found: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                continue
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:  # closed since the listing
+            continue
+        found |= {int(ino, 16) for ino in re.findall(r"^inotify wd:\S+ ino:([0-9a-f]+)", info, re.MULTILINE)}
+    return found
+
+
+def test_folders_made_while_watched_are_watched_once_and_no_deeper_than_the_scan_reads(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "a.md").write_text(memory("a"))
+    deepest = nest(root, MAX_FOLDER_DEPTH)  # its memory is read: the deepest folder the scan enters
+    watch = Watch(root)
+    try:
+        assert watch.next()["docs"] == 2
+        # Stopped, the watcher reads every event below only once the tree is in its final state.
+        watch.proc.send_signal(signal.SIGSTOP)
+        (deepest / "below").mkdir()  # created in a watched folder, one level deeper than the scan reads
+        again = root / "again"
+        again.mkdir()
+        again.rmdir()
+        again.mkdir()  # two creation events for one folder, the first read when it is already made again
+        (again / "inner").mkdir()
+        (root / "user" / "marker.md").write_text(memory("marker"))
+        watch.proc.send_signal(signal.SIGCONT)
+        while "mem/user/marker.md" not in watch.next()["changed"]:  # events are read in order: all are in
+            pass
+        watched = watched_inodes(watch.proc.pid)
+    finally:
+        code, stderr = watch.stop()
+    assert (code, stderr) == (0, "")  # no RuntimeWarning for the folders watched a second time
+    assert {os.stat(p).st_ino for p in (root, deepest, again, again / "inner")} <= watched
+    assert os.stat(deepest / "below").st_ino not in watched

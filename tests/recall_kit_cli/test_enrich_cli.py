@@ -17,7 +17,7 @@ from enrich_support import GOOD_ANSWER, answer, file_bytes, write_memories
 from memory_store import MemoryStore, read_enrichment, sidecar_path
 from recall_kit.testing import Reply, ScriptedChatServer
 
-from cli_support import RECALL_KIT, assert_one_line_error, clean_environ, run_recall_kit
+from cli_support import RECALL_KIT, assert_one_line_error, clean_environ, interruptible, run_recall_kit
 
 
 def enrich(root: Path, server: ScriptedChatServer | None, *args: str) -> subprocess.CompletedProcess[str]:
@@ -128,7 +128,7 @@ def test_bad_input_is_one_line_and_exit_2(root: Path, args: tuple[str, ...], wor
 def test_ctrl_c_keeps_finished_entries_and_writes_no_partial_line(root: Path, server: ScriptedChatServer) -> None:
     server.script(answer(), Reply.hang())
     before = file_bytes(root)
-    process = subprocess.Popen(
+    process = interruptible(
         [str(RECALL_KIT), "enrich", "--root", str(root), "--base-url", server.base_url, "--model", "m"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environ(), cwd=root.parent,
     )

@@ -153,14 +153,20 @@ def test_an_unreachable_model_reads_plainly_and_exits_3_only_under_require_model
     assert data["refined"]["model_answered"] is False and data["refined"]["summary"].startswith("model unreachable")
 
 
-def test_require_model_exits_0_when_the_model_answers_and_2_when_none_is_configured(run_cli: RunCli) -> None:
+def test_require_model_exits_0_when_the_model_answers_and_3_when_none_is_configured(run_cli: RunCli) -> None:
     with ScriptedChatServer(selections=[DEPLOY_DOC]) as server:
         answered = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--base-url", server.base_url,
                            "--model", "scripted", "--require-model")
     assert answered.returncode == 0, answered.stderr
     assert "refined after" in answered.stdout
-    assert_one_line_error(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--require-model"),
-                          "--require-model", "no model configured")
+    unconfigured = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--require-model")
+    assert unconfigured.returncode == 3 and DEPLOY_DOC in unconfigured.stdout  # the fast result is still shown
+    stderr = unconfigured.stderr.splitlines()
+    assert len(stderr) == 1 and stderr[0].startswith("recall-kit: --require-model: refinement is off (no model configured")
+    as_json = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--require-model", "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["refinement"]["enabled"] is False
+    assert_one_line_error(run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--require-model", "--fast-only"),
+                          "--require-model", "--fast-only")
 
 
 def test_a_model_timeout_and_an_http_error_read_plainly(run_cli: RunCli) -> None:

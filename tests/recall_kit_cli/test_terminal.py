@@ -72,6 +72,23 @@ def test_every_human_field_is_sanitised_through_a_pipe(run_cli: RunCli, hostile:
     assert outputs["validate"].returncode == 1 and "skipped" in outputs["validate"].stdout
 
 
+def test_show_makes_an_escape_in_each_field_visible_as_list_does(run_cli: RunCli, tmp_path: Path) -> None:
+    root = tmp_path / "evil"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "evil.md").write_text(_memory(f"Evil {CLEAR} name", f"a {TITLE} description", f"body {CLEAR} red"))
+    listed = run_cli("list", "--root", str(root))
+    shown = run_cli("show", "evil/user/evil.md", "--root", str(root))
+    assert listed.returncode == 0 and shown.returncode == 0, shown.stderr
+    assert "Evil \\x1b[2J name" in listed.stdout
+    lines = shown.stdout.splitlines()
+    assert "Title: Evil \\x1b[2J name" in lines  # not "Evil [2J name": the ESC is shown, not dropped
+    assert "Description: a \\x1b]0;pwned\\x07 description" in lines
+    assert "body \\x1b[2J red" in lines
+    assert_safe(shown.stdout)
+    block = json.loads(run_cli("show", "evil/user/evil.md", "--root", str(root), "--json").stdout)["text"]
+    assert block.startswith("<recalled-memories>") and f"body {CLEAR} red" in block  # --json: exact, the agent's block
+
+
 def test_every_human_field_is_sanitised_on_a_terminal(hostile: Path) -> None:
     for args in (("list",), ("query", "deploy ledgerline production", "--fast-only", "-v"), ("validate",),
                  ("show", "hostile/project/deploy.md")):
@@ -183,6 +200,18 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_quietly(tmp_path: Path) ->
                             interrupt_after="initial point")
     assert result.returncode == 130, result.output
     assert "Aborted" not in result.output and "Traceback" not in result.output
+
+
+def test_ctrl_c_reaches_the_command_when_the_test_runner_itself_ignores_it(tmp_path: Path) -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the suite started as a background job
+    try:
+        with ScriptedChatServer(default=Reply.hang()) as server:
+            result = run_in_pty("query", "deploy ledgerline production", "--root", str(EXAMPLES),
+                                "--base-url", server.base_url, "--model", "m", "--model-timeout", "20",
+                                cwd=tmp_path, interrupt_after="initial point")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.returncode == 130, result.output  # not 0 after waiting out the model's 20 s
 
 
 def test_library_warnings_reach_stderr_as_one_cleaned_line(run_cli: RunCli, tmp_path: Path) -> None:

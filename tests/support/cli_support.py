@@ -4,6 +4,7 @@ one-line error checks, and a small eval dataset."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import json
 import os
@@ -18,7 +19,7 @@ import termios
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from recall_kit_bench import write_eval_dataset
 
@@ -89,6 +90,30 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str)
         assert word in lines[0]
 
 
+@contextlib.contextmanager
+def sigint_as_a_terminal_gives_it() -> Iterator[None]:
+    """Children started inside get Ctrl-C (SIGINT) at its default, as a terminal's foreground job does.
+
+    A runner that ignores SIGINT (the suite run as a background job of a shell without job control)
+    hands that to every child, and Python keeps an ignored SIGINT ignored: asyncio.run then installs
+    no Ctrl-C handler, and a SIGINT a test sends is lost (enrich ran on, query waited out its model).
+    A handler, unlike an ignore, is reset to the default when the child starts."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(args, **popen)`` for a test that sends the child SIGINT."""
+    with sigint_as_a_terminal_gives_it():
+        return subprocess.Popen(args, **popen)
+
+
 @dataclass
 class PtyResult:
     returncode: int
@@ -106,7 +131,7 @@ def run_in_pty(
     env = dict(env if env is not None else clean_environ())
     env.pop("COLUMNS", None)
     env.pop("LINES", None)
-    proc = subprocess.Popen([str(RECALL_KIT), *args], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env)
+    proc = interruptible([str(RECALL_KIT), *args], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env)
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
