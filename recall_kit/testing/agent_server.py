@@ -80,6 +80,7 @@ class AgentRequest(RecordedRequest):
 
     @property
     def stream(self) -> bool:
+        """Whether the request asked for a streamed answer."""
         return bool(self.body.get("stream")) if isinstance(self.body, dict) else False
 
     @property
@@ -168,6 +169,7 @@ class ScriptedAgentServer(LoopbackServer):
 
     @property
     def agent_requests(self) -> list[AgentRequest]:
+        """Every request with a body the server parsed, in the order they arrived."""
         with self._lock:
             return [r for r in self.requests if isinstance(r, AgentRequest)]
 
