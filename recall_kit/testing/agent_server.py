@@ -169,7 +169,7 @@ class ScriptedAgentServer(LoopbackServer):
 
     @property
     def agent_requests(self) -> list[AgentRequest]:
-        """Every request with a body the server parsed, in the order they arrived."""
+        """Every request the server answered, in the order they arrived."""
         with self._lock:
             return [r for r in self.requests if isinstance(r, AgentRequest)]
 

@@ -90,7 +90,6 @@ class Played:
     errors: list[str]
     settings_before: bytes
     settings_after_uninstall: bytes
-    hook_log: str
 
 
 def play(agent: str, binary: Path, env: Env, base: Path) -> Played:
@@ -120,9 +119,7 @@ def play(agent: str, binary: Path, env: Env, base: Path) -> Played:
             daemon.stop()
     assert run.returncode == 0, (run.stdout, run.stderr)
     uninstall_hook(agent, env)
-    log = env.hook_log.read_text() if env.hook_log.exists() else ""
-    return Played(agent, run, server.main_requests, server.side_requests, server.errors, before,
-                  settings.read_bytes(), log)
+    return Played(agent, run, server.main_requests, server.side_requests, server.errors, before, settings.read_bytes())
 
 
 @pytest.fixture(scope="module", params=AGENTS)
