@@ -16,7 +16,8 @@ cases, each with its own daemon, started and warmed before any timed run:
   selector that answers after --model-latency-ms, as a real model would, later than the 100 ms
   the initial point waits.
 
-Each case also times the hook alone (`recall-kit hook claude-code`, process start to exit, on a
+A control case runs the silent prompt with a hook that does nothing (`true`) in place of ours:
+what Claude Code's running of any hook costs. Each case also times the hook alone (`recall-kit hook claude-code`, process start to exit, on a
 new session each call) for its p50 and p99. Prints medians of the warm runs, their spread, the
 differences (of the medians, and the median of each round's difference), how many runs delivered
 a memory and the load average, as JSON.
@@ -52,6 +53,7 @@ RECALL_KIT = str(Path(sys.executable).parent / "recall-kit")
 HIT_PROMPT = "how do I deploy ledgerline to production?"
 SILENT_PROMPT = "thanks, that works now"
 CASES = (("hit", HIT_PROMPT, False), ("silent", SILENT_PROMPT, False), ("silent + model", SILENT_PROMPT, True))
+CONTROL = "control: a UserPromptSubmit hook that does nothing (`true`)"
 HOOK_CALLS = 40
 
 
@@ -71,7 +73,7 @@ class Setup:
         self.project.mkdir()
         subprocess.run(["git", "init", "-q", str(self.project)], check=True)
         self.project = self.project.resolve()
-        self.homes = {"hook": base / "home-hook", "bare": base / "home-bare"}
+        self.homes = {"hook": base / "home-hook", "bare": base / "home-bare", "noop": base / "home-noop"}
         for home in self.homes.values():
             home.mkdir()
             shutil.copytree(REPO / "examples" / "memories", agent_memory_folder(CLAUDE_CODE, home, self.project))
@@ -87,6 +89,10 @@ class Setup:
     def install_hook(self) -> None:
         subprocess.run([RECALL_KIT, "hook", "install", "claude-code", "--user", "--root", str(self.memory)],
                        env=self.env("hook"), check=True, capture_output=True)
+        noop = self.homes["noop"] / ".claude" / "settings.json"
+        noop.parent.mkdir(parents=True, exist_ok=True)
+        hook = {"type": "command", "command": "true", "timeout": 5}
+        noop.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}) + "\n")
 
 
 class Daemon:
@@ -137,25 +143,25 @@ def hook_alone(setup: Setup, prompt: str, calls: int) -> dict[str, float]:
     return {"p50": round(pct(times, 0.5), 1), "p99": round(pct(times, 0.99), 1)}
 
 
-def measure(claude: Path, setup: Setup, prompt: str, runs: int, warmup: int) -> dict[str, Any]:
-    """Alternate the two arms (bare first on even rounds, the hook first on odd ones); keep the warm rounds."""
-    times: dict[str, list[float]] = {"hook": [], "bare": []}
+def measure(claude: Path, setup: Setup, prompt: str, runs: int, warmup: int, hooked: str = "hook") -> dict[str, Any]:
+    """Alternate the two arms (bare first on even rounds, ``hooked`` first on odd ones); keep the warm rounds."""
+    times: dict[str, list[float]] = {hooked: [], "bare": []}
     delivered = 0
     with ScriptedAgentServer() as server:
         for round_ in range(warmup + runs):
-            for arm in (("bare", "hook") if round_ % 2 == 0 else ("hook", "bare")):
+            for arm in (("bare", hooked) if round_ % 2 == 0 else (hooked, "bare")):
                 seen = len(server.main_requests)
                 result = claude_run(claude, setup, arm, server, prompt)
                 first = server.main_requests[seen]
                 if round_ >= warmup:
                     times[arm].append(float(result["time_to_request_ms"]))
-                    delivered += arm == "hook" and "recalled-memories" in first.text()
-    hook, bare = statistics.median(times["hook"]), statistics.median(times["bare"])
+                    delivered += arm == hooked and "recalled-memories" in first.text()
+    hook, bare = statistics.median(times[hooked]), statistics.median(times["bare"])
     return {
         "without_hook_ms": {"median": bare, "min": min(times["bare"]), "max": max(times["bare"])},
-        "with_hook_ms": {"median": hook, "min": min(times["hook"]), "max": max(times["hook"])},
+        "with_hook_ms": {"median": hook, "min": min(times[hooked]), "max": max(times[hooked])},
         "difference_ms": round(hook - bare, 1),  # of the medians
-        "paired_difference_ms": statistics.median(h - b for h, b in zip(times["hook"], times["bare"])),  # per round
+        "paired_difference_ms": statistics.median(h - b for h, b in zip(times[hooked], times["bare"])),  # per round
         "delivered": f"{delivered}/{runs}",
         "runs": runs,
     }
@@ -184,6 +190,8 @@ def main() -> None:
                 finally:
                     daemon.stop()
             results["cases"][name] = {"prompt": prompt, "model": with_model, **case}
+        results["cases"][CONTROL] = {"prompt": SILENT_PROMPT, **measure(claude, setup, SILENT_PROMPT, opts.runs,
+                                                                        opts.warmup, hooked="noop")}
     finally:
         shutil.rmtree(base, ignore_errors=True)
     results["load_after"] = [round(x, 2) for x in os.getloadavg()]
