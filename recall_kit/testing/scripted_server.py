@@ -22,81 +22,23 @@ import json
 import re
 import socket
 import struct
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from memory_store import RecallKitError
 from recall_kit._manifest import read_user_message
+from recall_kit.testing._http import Connection, LoopbackServer, RecordedRequest, head
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply, answer_text
-
-class ScriptedServerError(RecallKitError, RuntimeError):
-    """The scripted chat server could not start."""
-
-
-class ScriptedServerTimeout(RecallKitError, TimeoutError):
-    """The requests a test waited for did not arrive in time."""
-
 
 ALL_RESPONSE_FORMATS = frozenset({"json_schema", "json_object", "text"})
 _MARKER = re.compile(r"\[\[scripted:([A-Za-z0-9_]+)\]\]")
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable"}
 
 
-@dataclass
-class RecordedRequest:
-    """A request as the server received it, and what happened to its connection."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-case names
-    body: Any  # parsed JSON, or None
-    reply: str = ""  # the reply kind it got
-    query: str = ""
-    manifest_refs: list[str] = field(default_factory=list)
-    received_at: float = field(default_factory=time.monotonic)
-    connection_closed: threading.Event = field(default_factory=threading.Event)
-    closed_at: float | None = None  # monotonic time the server saw the connection end
-
-    @property
-    def response_format(self) -> dict[str, Any] | None:
-        """The request's ``response_format`` object, or None."""
-        return self.body.get("response_format") if isinstance(self.body, dict) else None
-
-    @property
-    def response_format_type(self) -> str:
-        """The ``response_format`` type asked for; "text" when none is."""
-        return str((self.response_format or {}).get("type", "text"))
-
-    @property
-    def user_message(self) -> str:
-        """The content of the last user message, or "" when there is none."""
-        messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
-        users = [m.get("content", "") for m in messages if m.get("role") == "user"]
-        return users[-1] if users else ""
-
-
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.requests: list[RecordedRequest] = []
-        self.pushback = b""  # a byte of the next request read while watching for a hang-up
-
-    def mark_closed(self) -> None:
-        now = time.monotonic()
-        for request in self.requests:
-            if not request.connection_closed.is_set():
-                request.closed_at = now
-                request.connection_closed.set()
-
-
-class ScriptedChatServer:
+class ScriptedChatServer(LoopbackServer):
     """An OpenAI-compatible chat-completions test server. Use as a context manager."""
+
+    thread_name = "scripted-chat-server"
 
     def __init__(
         self,
@@ -115,14 +57,8 @@ class ScriptedChatServer:
         profile = [float(latency_ms)] if isinstance(latency_ms, (int, float)) else [float(x) for x in latency_ms]
         self._latencies = itertools.cycle(profile or [0.0])
         self.response_formats = frozenset(response_formats)
-        self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
-        self._lock = threading.Condition()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stop: asyncio.Event | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-        self.port = 0
+        super().__init__()
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -133,23 +69,8 @@ class ScriptedChatServer:
     def start(self) -> "ScriptedChatServer":
         """Serve on a free loopback port from a thread of its own; returns self.
         ScriptedServerError when it does not start in 10 s."""
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="scripted-chat-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise ScriptedServerError("scripted chat server did not start")
+        super().start()
         return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Shut down at once, cutting hanging and dripping requests."""
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(stop.set)
-            except RuntimeError:
-                pass  # the loop already finished
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def __enter__(self) -> "ScriptedChatServer":
         return self.start()
@@ -163,70 +84,9 @@ class ScriptedChatServer:
         with self._lock:
             self._queue.extend(replies)
 
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
-        """Every request recorded so far, once there are at least ``count``.
-        ScriptedServerTimeout after ``timeout`` seconds."""
-        with self._lock:
-            if not self._lock.wait_for(lambda: len(self.requests) >= count, timeout):
-                raise ScriptedServerTimeout(f"expected {count} requests, got {len(self.requests)}")
-            return list(self.requests)
-
-    # -- the server thread -------------------------------------------------------------------
-    def _run(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve(ready))
-        finally:
-            loop.close()
-
-    async def _serve(self, ready: threading.Event) -> None:
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._accept, "127.0.0.1", 0, limit=1 << 20)
-        self.port = server.sockets[0].getsockname()[1]
-        ready.set()
-        async with server:
-            await self._stop.wait()
-            server.close()
-            for task in list(self._handlers):
-                task.cancel()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        connection = _Connection(reader, writer)
-        try:
-            while await self._serve_one(connection):
-                pass
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            pass
-        except asyncio.CancelledError:
-            pass  # stop() ends its own handlers; asyncio would log a cancelled connection callback
-        finally:
-            connection.mark_closed()
-            writer.transport.abort()
-            self._handlers.discard(task)
-
-    async def _serve_one(self, connection: _Connection) -> bool:
-        """Answer one request; False when the connection is over."""
-        head, connection.pushback = connection.pushback, b""
-        head += await connection.reader.readuntil(b"\r\n\r\n")
-        request_line, *header_lines = head.decode("latin-1").split("\r\n")
-        method, path, _ = request_line.split(" ", 2)
-        headers = {}
-        for line in header_lines:
-            if ":" in line:
-                name, value = line.split(":", 1)
-                headers[name.strip().lower()] = value.strip()
-        raw = await connection.reader.readexactly(int(headers.get("content-length", "0")))
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        record = RecordedRequest(method, path, headers, body)
-        connection.requests.append(record)
+    # -- answering -------------------------------------------------------------------------
+    async def _handle(self, connection: Connection, record: RecordedRequest) -> bool:
+        method, path = record.method, record.path
         if method == "GET" and path.rstrip("/").endswith("/models"):
             await self._send(connection, 200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
             return True
@@ -236,12 +96,6 @@ class ScriptedChatServer:
             return True
         return await self._chat(connection, record)
 
-    def _record(self, record: RecordedRequest, kind: str) -> None:
-        record.reply = kind
-        with self._lock:
-            self.requests.append(record)
-            self._lock.notify_all()
-
     def _choose(self, record: RecordedRequest) -> Reply:
         marker = _MARKER.search(record.query)
         if marker and marker.group(1) in REPLY_BY_NAME:
@@ -249,7 +103,7 @@ class ScriptedChatServer:
         with self._lock:
             return self._queue.popleft() if self._queue else self.default
 
-    async def _chat(self, connection: _Connection, record: RecordedRequest) -> bool:
+    async def _chat(self, connection: Connection, record: RecordedRequest) -> bool:
         record.query, record.manifest_refs = read_user_message(record.user_message)
         if record.response_format_type not in self.response_formats:
             self._record(record, "format_rejected")
@@ -276,7 +130,7 @@ class ScriptedChatServer:
         return bool(done)
 
     async def _respond(
-        self, connection: _Connection, record: RecordedRequest, reply: Reply, client_gone: asyncio.Future[bytes]
+        self, connection: Connection, record: RecordedRequest, reply: Reply, client_gone: asyncio.Future[bytes]
     ) -> bool:
         if reply.kind == "reset":
             sock = connection.writer.get_extra_info("socket")
@@ -304,33 +158,15 @@ class ScriptedChatServer:
         return True
 
     async def _drip(
-        self, connection: _Connection, payload: bytes, interval: float, client_gone: asyncio.Future[bytes]
+        self, connection: Connection, payload: bytes, interval: float, client_gone: asyncio.Future[bytes]
     ) -> bool:
-        connection.writer.write(_head(200, "application/json", len(payload)))
+        connection.writer.write(head(200, "application/json", len(payload)))
         for index in range(len(payload)):
             if index and await self._client_left(client_gone, interval):
                 return False
             connection.writer.write(payload[index:index + 1])
             await connection.writer.drain()
         return True
-
-    async def _send(self, connection: _Connection, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
-        await self._send_raw(connection, status, json.dumps(obj).encode(), extra=extra)
-
-    @staticmethod
-    async def _send_raw(
-        connection: _Connection, status: int, payload: bytes, content_type: str = "application/json",
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        connection.writer.write(_head(status, content_type, len(payload), extra) + payload)
-        await connection.writer.drain()
-
-
-def _head(status: int, content_type: str, length: int, extra: dict[str, str] | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", f"Content-Type: {content_type}",
-             f"Content-Length: {length}"]
-    lines += [f"{name}: {value}" for name, value in (extra or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _completion(model: str, text: str) -> dict[str, Any]:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from agent_chat_server import AgentChatTestServer
-from recall_kit.testing import Reply
+from recall_kit.testing import Reply, ScriptedAgentServer, Turn
 from session_support import DB, DEPLOY, FAST_DB_QUERY, make_recaller
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
@@ -37,12 +36,12 @@ def make_sandbox(tmp_path: Path) -> Path:
 def test_agent_places_fast_memory_first_and_refined_memory_after_tool_results(store, log, chat_server, tmp_path):
     agent_loop = load_example()
     selector_server = chat_server(default=Reply.select(DB, DEPLOY).after(150))
-    script = [{"tool_calls": [("read_file", {"path": "notes.txt"})], "delay_ms": 400}, {"content": "Pool is 20."}]
+    script = [Turn.call("read_file", path="notes.txt").after(400), Turn.say("Pool is 20.")]
 
-    async def scenario(chat: AgentChatTestServer) -> str:
+    async def scenario(chat: ScriptedAgentServer) -> str:
         session = make_recaller(store, log, selector_server).session()
         async with httpx.AsyncClient() as http:
-            agent = agent_loop.Agent(http, chat.base_url, "agent-test", session,
+            agent = agent_loop.Agent(http, chat.openai_base_url, "agent-test", session,
                                      agent_loop.Sandbox(make_sandbox(tmp_path)), api_key="k-123")
             answer = await agent.run_turn(FAST_DB_QUERY)
         assert not session.pending
@@ -50,11 +49,11 @@ def test_agent_places_fast_memory_first_and_refined_memory_after_tool_results(st
         await session.stages.selector.aclose()
         return answer
 
-    with AgentChatTestServer(script) as chat:
+    with ScriptedAgentServer(script) as chat:
         answer = asyncio.run(scenario(chat))
     assert answer == "Pool is 20."
-    first, second = chat.requests
-    assert first["_authorization"] == "Bearer k-123" and first["tools"]
+    first, second = (request.body for request in chat.main_requests)
+    assert chat.main_requests[0].headers["authorization"] == "Bearer k-123" and first["tools"]
     user = first["messages"][1]
     assert user["role"] == "user"
     # initial point, placement "prepend": the memory block leads the system reminders
@@ -83,18 +82,18 @@ def test_sandbox_tools_refuse_paths_outside_the_sandbox(tmp_path):
 
 
 def test_agent_loop_script_runs_end_to_end_against_an_endpoint(memory_root, tmp_path):
-    script = [{"tool_calls": [("list_dir", {})]}, {"content": "Found notes.txt."}]
+    script = [Turn.call("list_dir"), Turn.say("Found notes.txt.")]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RECALL_KIT_", "OPENAI_", "AGENT_"))}
     sandbox = make_sandbox(tmp_path)
-    with AgentChatTestServer(script) as chat:
+    with ScriptedAgentServer(script) as chat:
         done = subprocess.run(
             [sys.executable, str(EXAMPLE), "--root", str(memory_root), "--sandbox", str(sandbox),
-             "--base-url", chat.base_url, "--model", "agent-test", "-v", FAST_DB_QUERY],
+             "--base-url", chat.openai_base_url, "--model", "agent-test", "-v", FAST_DB_QUERY],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Found notes.txt."
     assert "[memory fast/heuristic at initial" in done.stderr and "mem/db.md" in done.stderr
-    first = chat.requests[0]["messages"][1]["content"]
-    assert first.startswith("<system-reminder>\n<recalled-memories>")
-    assert chat.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1_0", "content": "notes.txt"}
+    first, second = (request.body for request in chat.main_requests)
+    assert first["messages"][1]["content"].startswith("<system-reminder>\n<recalled-memories>")
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "notes.txt"}

@@ -70,7 +70,7 @@ class Env:
             if not stat.S_ISREG(os.lstat(self.lock).st_mode):
                 return None
             text = self.lock.read_text().strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: the runtime folder is a file
             return None
         return int(text) if text.isdigit() else None
 
