@@ -26,7 +26,8 @@ from typing import NamedTuple
 MAX_PATH_CHARS = 4096  # PATH_MAX: a longer cwd or transcript_path is no path the agent could have
 _MAX_READ_BYTES = 1 << 20  # a settings file or a git pointer file; anything larger is not one
 _CLAUDE_MAX_KEY_CHARS = 200  # Claude Code cuts a longer project folder name and appends a hash
-HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
+# SessionStart only starts the daemon, so that the session's first prompt finds it warm
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
 # The records are NamedTuples, frozen like a dataclass but made ten times faster (0.2 ms against 2 ms
 # each, measured by timing the class statements): the hook imports this module on every prompt.
 

@@ -21,7 +21,7 @@ from memory_store import RecallKitError  # its errors module alone: cheap
 from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, bounded_prompt
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
-from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, listening, request
+from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, check_socket_folder, listening, request
 
 HOOK_BUDGET_S = 0.9  # the whole hook, daemon start included: the agent must never wait on recall
 _CONNECT_POLL_S = (0.002, 0.005, 0.01, 0.02)  # back-off while an auto-started daemon binds
@@ -102,6 +102,9 @@ def _handle(
     session = payload.get("session_id")
     if not isinstance(session, str) or not session:
         raise _HookFailure("hook input has no session_id")
+    if event == "SessionStart":
+        _start_daemon(paths, env)  # the imports alone take about a second: begin them before the first prompt
+        return None
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
@@ -170,6 +173,13 @@ def _call(
                 raise DaemonError(f"the daemon refused to start: {spawned.last_words()}")
             holder, spawned = _lock_holder(paths), None  # exit 0: another daemon took the lock first
     raise AssertionError("unreachable")
+
+
+def _start_daemon(paths: RuntimePaths, env: dict[str, str]) -> None:
+    """Start the daemon when nobody listens and nobody holds its lock; never wait for it."""
+    check_socket_folder(paths.socket)  # never start one where another user could be listening
+    if not listening(paths.socket) and _lock_holder(paths) is None:
+        _SpawnedDaemon(paths, env)
 
 
 def _not_started(paths: RuntimePaths, holder: int | None, spawned: _SpawnedDaemon | None) -> str:

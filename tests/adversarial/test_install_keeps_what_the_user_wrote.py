@@ -16,7 +16,7 @@ from integration_support import Env, env, memories  # noqa: F401  (fixtures)
 
 from recall_kit_cli.integrations.agents import AGENTS, Agent
 
-EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
 NOTIFIER = "/opt/notifier hook claude-code --sound"
 # What a user wrote by hand: four-space indent, a number no float holds, escapes, their own hooks.
 USERS_FILE = """{

@@ -46,6 +46,20 @@ def test_first_prompt_starts_the_daemon_and_returns_additional_context(env: Env,
     assert env.daemon_pid() is not None  # auto-started, stopped by the fixture
 
 
+def test_session_start_starts_the_daemon_and_returns_at_once_so_the_first_prompt_finds_it_warm(
+    env: Env, memories: Path
+) -> None:
+    started = env.hook(_event("SessionStart", source="startup"))
+    assert (started.returncode, started.stdout, started.stderr) == (0, b"", b"")
+    wait_for(lambda: _answers(env), "the daemon SessionStart started to answer", timeout=30)
+    pid = env.daemon_pid()
+    again = env.hook(_event("SessionStart", source="resume"))  # one listens: nothing more is started
+    assert again.stdout == b"" and env.daemon_pid() == pid
+    first = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
+    assert b"Fly.io" in first.stdout
+    assert env.hook_log.read_text().count("started a daemon") == 1
+
+
 def test_a_turn_never_delivers_a_memory_twice(env: Env, daemon: Daemon, memories: Path) -> None:
     first = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
     assert b"Fly.io" in first.stdout

@@ -31,7 +31,7 @@ def test_install_merges_keeps_everything_else_and_is_idempotent(env: Env, memori
     settings = json.loads(path.read_text())
     assert settings["model"] == "opus"
     assert settings["hooks"]["PostToolUse"][0] == original["hooks"]["PostToolUse"][0]
-    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
+    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
         commands = _ours(settings, event)
         assert len(commands) == 1 and commands[0].endswith(f"hook claude-code --root {memories}")
     assert json.loads((path.parent / "settings.json.recall-kit-backup").read_text()) == original
@@ -72,7 +72,7 @@ def test_qwen_code_installs_into_its_own_settings_and_says_what_to_set(env: Env,
 
     assert result.returncode == 0, result.stderr
     settings = json.loads((Path(env.vars["HOME"]) / ".qwen" / "settings.json").read_text())
-    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
+    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
         (entry,) = [h for g in settings["hooks"][event] for h in g["hooks"]]
         assert entry["command"].endswith("/recall-kit hook qwen-code") and entry["timeout"] == 5  # seconds
     assert settings["hooks"]["PostToolUse"][0]["matcher"] == "*"

@@ -229,3 +229,24 @@ def test_with_no_daemon_that_can_start_the_turn_succeeds_with_nothing_added(
         durations = re.findall(r"Hook execution for UserPromptSubmit: 1 hooks executed successfully, "
                                r"total duration: (\d+)ms", debug)
         assert durations and all(int(ms) < HOOK_TIMEOUT_S * 1000 for ms in durations), debug[-2000:]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_one_user_install_and_nothing_else_recalls_what_the_agent_wrote_at_the_next_prompt(
+    agent: str, clis: dict[str, Path], tmp_path: Path
+) -> None:
+    # no daemon started, no folder named, no model configured: the first hook starts the daemon,
+    # which finds the agent's own folder for this project from the event alone
+    env = Env(tmp_path)
+    home = Path(env.vars["HOME"])
+    project = git_project(tmp_path / "project")
+    prepare_home(agent, home)
+    write_memories(agent_memory_folder(agent, home, project))
+    install_hook(agent, env)
+    try:
+        with ScriptedAgentServer([Turn.say("done")]) as server:
+            run = run_agent(agent, clis[agent], env, project, server, PROMPT, timeout=RUN_TIMEOUT_S)
+    finally:
+        stop_daemon(env)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert block_refs(server.main_requests[0]) == [[ref(FAST)]], env.hook_log.read_text() if env.hook_log.exists() else ""
