@@ -11,7 +11,8 @@ body one byte at a time. Which reply a request gets, first match wins:
 
 A request whose ``response_format`` type is not in ``response_formats`` gets a 400 first, without
 using up a scripted reply. Latency is the reply's own, else ``latency_ms`` (a number, or a list
-used in turn per request).
+used in turn per request). After ``hold()``, every answer also waits, once its latency has passed,
+until ``release()`` lets it go: a test decides when the model answers, without a clock.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class ScriptedChatServer:
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._holding = False
+        self._gate: asyncio.Semaphore | None = None  # permits for held answers, on the server's loop
         self.port = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -163,6 +166,19 @@ class ScriptedChatServer:
         with self._lock:
             self._queue.extend(replies)
 
+    def hold(self) -> None:
+        """From now on, hold every answer until ``release()`` lets it go."""
+        self._holding = True
+
+    def release(self, count: int = 1) -> None:
+        """Let ``count`` held answers go, the earliest first; a release before an answer is held lets
+        the next one pass at once."""
+        loop, gate = self._loop, self._gate
+        if loop is None or gate is None:
+            raise ScriptedServerError("release() on a scripted chat server that is not running")
+        for _ in range(count):
+            loop.call_soon_threadsafe(gate.release)
+
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
         """Every request recorded so far, once there are at least ``count``.
         ScriptedServerTimeout after ``timeout`` seconds."""
@@ -182,6 +198,7 @@ class ScriptedChatServer:
 
     async def _serve(self, ready: threading.Event) -> None:
         self._stop = asyncio.Event()
+        self._gate = asyncio.Semaphore(0)
         server = await asyncio.start_server(self._accept, "127.0.0.1", 0, limit=1 << 20)
         self.port = server.sockets[0].getsockname()[1]
         ready.set()
@@ -263,12 +280,24 @@ class ScriptedChatServer:
         try:
             if latency > 0 and await self._client_left(client_gone, latency / 1000):
                 return False
+            if self._holding and not await self._released(client_gone):
+                return False
             return await self._respond(connection, record, reply, client_gone)
         finally:
             if client_gone.done() and not client_gone.cancelled():
                 connection.pushback = client_gone.result()
             client_gone.cancel()
             await asyncio.wait({client_gone})  # the reader allows one waiter: let this one go first
+
+    async def _released(self, client_gone: asyncio.Future[bytes]) -> bool:
+        """Wait for ``release()``; False when the client hung up first."""
+        assert self._gate is not None
+        permit: asyncio.Future[Any] = asyncio.ensure_future(self._gate.acquire())
+        await asyncio.wait({client_gone, permit}, return_when=asyncio.FIRST_COMPLETED)
+        if permit.done():
+            return True
+        permit.cancel()
+        return False
 
     @staticmethod
     async def _client_left(client_gone: asyncio.Future[bytes], seconds: float | None) -> bool:

@@ -74,3 +74,25 @@ def test_serve_without_learn_writes_nothing(env: Env, memories: Path, server: Sc
     finally:
         daemon.stop()
     assert not (memories / ".recall-kit" / "learned.jsonl").exists()
+
+
+def test_serve_learn_learns_from_a_turn_that_stops_before_the_model_answers(
+    env: Env, memories: Path, server: ScriptedChatServer
+) -> None:
+    server.hold()  # the model answers only once the turn is over
+    daemon = _daemon(env, server, "--learn")
+    try:
+        begin = {"op": "begin", "session": "a", "roots": [str(memories)], "query": PROMPT}
+        initial = env.request(begin, {"op": "consume", "session": "a", "point": "initial"})[1]["delivery"]
+        assert initial is None
+        env.request({"op": "finish", "session": "a"})  # the hook's Stop
+        server.wait_for_requests(1)
+        assert env.request({"op": "status"})[0]["learning_after_turn"] == 1
+        server.release()
+        learned = memories / ".recall-kit" / "learned.jsonl"
+        wait_for(lambda: learned.exists() and "projects/ledgerline/deploy.md" in learned.read_text(), "the learned file")
+        status = env.request({"op": "status"})[0]
+        assert status["pending"] == 0  # nothing of it is delivered: the turn is over
+        wait_for(lambda: env.request({"op": "status"})[0]["learning_after_turn"] == 0, "the refinement to end")
+    finally:
+        daemon.stop()
