@@ -93,6 +93,10 @@ DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more c
 # The longest a model call may be given, from any source: a hung endpoint cannot hold a turn past it.
 MAX_MODEL_TIMEOUT_S = 300.0
 
+# --- settings files ------------------------------------------------------------------------------
+
+CONFIG_MAX_BYTES = 1 << 20  # a recall-kit.toml is a few hundred bytes; past this it is refused, never read whole
+
 # --- the index cache ---------------------------------------------------------------------------------
 
 # One cache file per root set: 140 files (26 MB) built up in an afternoon of tests and daemon clients.
