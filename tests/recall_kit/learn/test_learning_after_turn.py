@@ -162,3 +162,38 @@ def test_without_learning_finish_cuts_the_refinement_at_once(root: Path, server:
             session.finish()
             assert not session.learning and AFTER_TURN.used == 0
     assert not (root / LEARNED).exists()
+
+
+def test_close_gives_up_on_an_update_another_process_holds_the_lock_of(
+    root: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import threading
+
+    monkeypatch.setattr("recall_kit._learn.LEARN_CLOSE_WAIT_S", 0.5)
+    lock = root / ".recall-kit" / "learned.jsonl.lock"
+    lock.parent.mkdir(mode=0o700, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('held', flush=True)\nsys.stdin.read()\n", str(lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        log = EventLog()
+        recaller = _recaller(root, server, log)
+        server.release(1)
+        with recaller.sync_session() as session:
+            session.begin(ONCALL_PARAPHRASE)
+            log.wait_for_blocking(lambda: any(r.settled for r in log.recalls), 10)  # the answer is queued to learn
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (recaller.close(), closed.set()), daemon=True)
+        with caplog.at_level("WARNING", logger="recall_kit"):
+            closer.start()
+            assert closed.wait(30), "Recaller.close() did not return while another process held the lock"
+        gave_up = [r.getMessage() for r in caplog.records if "gave up" in r.getMessage()]
+        assert len(gave_up) == 1 and "lock" in gave_up[0] and "\n" not in gave_up[0]
+    finally:
+        holder.kill()
+        holder.wait()
