@@ -152,6 +152,8 @@ class RecallSession:
             raise UsageError(f"unknown cancel reason {reason!r}; one of {sorted(CANCEL_REASONS)}")
         if self._handle is not None:
             self._discard(self._handle, reason)
+        if reason not in _LEARN_AFTER:
+            self._stop_learning()  # an abort, a reset or a close also cuts what goes on for learning
 
     def reset(self) -> None:
         """Forget the conversation: cancel the pending handle and the surfaced refs."""
@@ -163,7 +165,6 @@ class RecallSession:
         task of this session is left; an error a task ended with is logged (cancellation is a normal
         outcome, not an error)."""
         self.cancel("shutdown")
-        self._stop_learning()
         self._closed = True
         while self._tasks:
             results = await asyncio.gather(*list(self._tasks), return_exceptions=True)

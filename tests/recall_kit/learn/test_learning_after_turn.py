@@ -154,6 +154,23 @@ def test_close_cuts_a_refinement_that_went_on_after_its_turn(root: Path, server:
     assert _learns(log) == [] and not (root / LEARNED).exists()
 
 
+@pytest.mark.parametrize("stop", ["cancel", "reset"])
+def test_cancel_and_reset_cut_a_refinement_that_went_on_after_its_turn(
+    root: Path, server: ScriptedChatServer, stop: str
+) -> None:
+    log = EventLog()
+    with _recaller(root, server, log) as recaller:
+        with recaller.sync_session() as session:
+            session.begin(ONCALL_PARAPHRASE)
+            session.finish()
+            assert session.learning
+            session.cancel() if stop == "cancel" else session.reset()
+            assert not session.learning and AFTER_TURN.used == 0
+        server.release()
+        assert recaller.learner is not None and recaller.learner.wait_idle(10)
+    assert _learns(log) == [] and not (root / LEARNED).exists()
+
+
 def test_without_learning_finish_cuts_the_refinement_at_once(root: Path, server: ScriptedChatServer) -> None:
     log = EventLog()
     with _recaller(root, server, log, learn=False) as recaller:
