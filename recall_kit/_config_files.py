@@ -21,6 +21,7 @@ import platformdirs
 
 from memory_store import MemoryStoreError, UnsafePathError, atomic_write, open_private, private_folder
 from recall_kit._errors import ConfigError
+from recall_kit.limits import CONFIG_MAX_BYTES
 
 CONFIG_FILE_NAME = "recall-kit.toml"
 USER_CONFIG_ENV = "RECALL_KIT_CONFIG"
@@ -45,13 +46,28 @@ class ConfigFile:
 
 def read_project_file(path: str | os.PathLike[str]) -> ConfigFile:
     """A recall-kit.toml read once: the bytes hashed are the bytes parsed. ConfigError when it
-    cannot be read or parsed."""
+    cannot be read or parsed, is not a regular file (a FIFO or a device is opened without
+    blocking and never read) or is over ``CONFIG_MAX_BYTES``."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        raw = _read_bounded(f, path)
     return _parse(Path(path), raw)
+
+
+def _read_bounded(f: Any, path: str | os.PathLike[str]) -> bytes:
+    try:
+        raw: bytes = f.read(CONFIG_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path}: over {CONFIG_MAX_BYTES >> 20} MiB, not a config file")
+    return raw
 
 
 def _parse(path: Path, raw: bytes) -> ConfigFile:
@@ -95,7 +111,7 @@ def read_user_file(path: Path) -> ConfigFile | None:
             raise ConfigError(
                 f"{path}: not used as your config file (others can write to it, mode {mode:04o}; run chmod go-w on it)"
             )
-        raw = f.read()
+        raw = _read_bounded(f, path)
     return _parse(path, raw)
 
 
@@ -188,11 +204,11 @@ def untrust_config_file(
 
 
 def _edit_trusted(environ: Mapping[str, str] | None, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
-    """Rewrite the trusted block of the user's file (always its last lines), keeping everything else."""
+    """Rewrite the trusted block of the user's file (at its end), keeping every other byte."""
     path = user_config_path(environ)
     user = read_user_file(path)
     wanted = change(trusted_files(user))
-    text = _with_trusted_block(user.text if user else "", wanted)
+    text = _with_trusted_block(path, user.text if user else "", wanted)
     if trusted_files(_parse(path, text.encode("utf-8"))) != wanted:  # e.g. [[trusted]] written by hand elsewhere
         raise ConfigError(f"{path}: has [[trusted]] entries outside the block recall-kit writes; edit them by hand")
     real = Path(os.path.realpath(path))
@@ -207,22 +223,37 @@ def _edit_trusted(environ: Mapping[str, str] | None, change: Callable[[dict[str,
         raise ConfigError(f"{path}: cannot record trust ({reason})") from None
 
 
-def _with_trusted_block(text: str, trusted: Mapping[str, str]) -> str:
+def _with_trusted_block(path: Path, text: str, trusted: Mapping[str, str]) -> str:
     """``text`` without the block recall-kit wrote, then the block for ``trusted`` (if any) at the end,
-    where its [[trusted]] tables cannot capture keys the user wrote."""
-    lines = text.splitlines()
-    if _BLOCK_START in lines:
-        start = lines.index(_BLOCK_START)
-        end = lines.index(_BLOCK_END, start) + 1 if _BLOCK_END in lines[start:] else len(lines)
-        lines = lines[:start] + lines[end:]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if trusted:
-        block = [_BLOCK_START]
-        for real, sha256 in sorted(trusted.items()):
-            block += ["[[trusted]]", f"path = {_toml_string(real)}", f'sha256 = "{sha256}"']
-        lines += ([""] if lines else []) + block + [_BLOCK_END]
-    return "\n".join(lines) + "\n" if lines else ""
+    where its [[trusted]] tables cannot capture keys the user wrote. Every other byte is kept as the
+    user wrote it (line endings, blank lines, a final newline or its absence): the block uses the
+    file's line ending, and trusting then untrusting gives back the same bytes. ConfigError when the
+    block has lost its end line: what follows its start could be the user's own lines."""
+    lines = text.splitlines(keepends=True)
+    first_end = next((line[len(line.rstrip("\r\n")):] for line in lines if line.endswith("\n")), "\n")
+    newline = "\r\n" if first_end == "\r\n" else "\n"
+    bare = [line.rstrip("\r\n") for line in lines]
+    if _BLOCK_START in bare:
+        start = bare.index(_BLOCK_START)
+        if _BLOCK_END not in bare[start:]:
+            raise ConfigError(
+                f"{path}: the trusted block's end line ({_BLOCK_END!r}) is missing; put it back after the block's"
+                " last [[trusted]] entry, or delete the block, by hand"
+            )
+        end = bare.index(_BLOCK_END, start)
+        before, after = "".join(lines[:start]), "".join(lines[end + 1 :])
+        if not after and not lines[end].endswith("\n") and before.endswith("\n"):
+            before = before[: -len(newline)] if before.endswith(newline) else before[:-1]  # the newline we added
+        text = before + after
+    if not trusted:
+        return text
+    block = [_BLOCK_START]
+    for real, sha256 in sorted(trusted.items()):
+        block += ["[[trusted]]", f"path = {_toml_string(real)}", f'sha256 = "{sha256}"']
+    block.append(_BLOCK_END)
+    if not text or text.endswith("\n"):
+        return text + "".join(line + newline for line in block)
+    return text + newline + newline.join(block)  # no final newline before: none after
 
 
 def _toml_string(value: str) -> str:

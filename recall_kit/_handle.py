@@ -107,13 +107,14 @@ class PrefetchHandle:
         self.wake.set()
         return True
 
-    def end(self) -> None:
-        """Move to the terminal state and cancel whatever still runs. Idempotent; the owner
-        awaits the tasks on close."""
+    def end(self, *, keep_recall: bool = False) -> None:
+        """Move to the terminal state and cancel whatever still runs (with ``keep_recall``, all but
+        the recall task, whose outcome ``settle`` then drops: it goes on for learning only).
+        Idempotent; the owner awaits the tasks on close."""
         self.state = HandleState.ENDED
         self.wake.set()
         current = asyncio.current_task()
-        for task in (self.task, self.abort_watch):
+        for task in (self.abort_watch,) if keep_recall else (self.task, self.abort_watch):
             if task is not None and task is not current and not task.done():
                 task.cancel()
 

@@ -21,7 +21,7 @@ from memory_store import MAX_LEARNED_TERM_CHARS, MAX_LEARNED_TERMS, LearningUpda
 from recall_kit._query import is_generic, prompt_words, query_tokens
 from recall_kit._secrets import Redactor, looks_random, scrub_secrets
 from recall_kit._telemetry import LearnEvent, Telemetry
-from recall_kit.limits import LEARN_MAX_PENDING
+from recall_kit.limits import LEARN_CLOSE_WAIT_S, LEARN_MAX_PENDING
 
 if TYPE_CHECKING:
     from memory_store import MemoryStore
@@ -69,6 +69,7 @@ class Learner:
         self._idle = threading.Condition()
         self._pending = 0
         self._closed = False
+        self._given_up = False  # close() stopped waiting: what is still queued is not learned
         self.dropped = 0  # selections not learned from because the queue was full
         self.update_ms: deque[float] = deque(maxlen=_UPDATE_TIMES)  # recent sidecar updates
         self._thread = threading.Thread(target=self._run, name="recall-kit-learner", daemon=True)
@@ -97,13 +98,23 @@ class Learner:
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
-    def close(self) -> None:
-        """Learn what is queued, then stop the thread."""
+    def close(self, timeout: float | None = None) -> None:
+        """Learn what is queued, then stop the thread; wait at most ``timeout`` seconds for it
+        (``LEARN_CLOSE_WAIT_S`` by default). An update still waiting then (another process holds the
+        learned file's lock) is given up, with one log line, and what is queued behind it is dropped."""
         if self._closed:
             return
         self._closed = True
         self._queue.put(None)
-        self._thread.join()
+        self._thread.join(LEARN_CLOSE_WAIT_S if timeout is None else timeout)
+        if self._thread.is_alive():
+            self._given_up = True
+            with self._idle:
+                left = self._pending
+            _log.warning(
+                "learning: gave up on %d pending update(s) after %g s (another process holds the learned file's lock)",
+                left, LEARN_CLOSE_WAIT_S if timeout is None else timeout,
+            )
 
     def _done(self) -> None:
         with self._idle:
@@ -113,6 +124,9 @@ class Learner:
 
     def _run(self) -> None:
         while (observed := self._queue.get()) is not None:
+            if self._given_up:
+                self._done()
+                continue
             try:
                 self._learn(observed)
             except Exception as exc:  # learning must never take anything down with it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,42 @@ from recall_kit._kinds import CANCEL_REASONS, CancelReason, ConsumePoint, Discar
 from recall_kit._render import render_memories
 from recall_kit._stages import INITIAL_WAIT_MS as INITIAL_WAIT_MS  # its public name is recall_kit.INITIAL_WAIT_MS
 from recall_kit._stages import Stages
-from recall_kit.limits import bounded_prompt
+from recall_kit.limits import LEARN_MAX_AFTER_TURN, bounded_prompt
 from recall_kit._telemetry import DeliveryEvent, RecallEvent
 
 _log = logging.getLogger("recall_kit")
+
+# The discards after which a refinement still in flight may go on for learning only: the turn
+# ended, or the user moved on. An abort, a reset or a close cuts it as before.
+_LEARN_AFTER: frozenset[DiscardReason] = frozenset({"no_safe_delivery_point", "new_query"})
+
+
+class _AfterTurnSlots:
+    """How many refinements go on for learning only after their turn, in this process (every
+    session of every Recaller, on any loop): at most ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._used >= self.limit:
+                return False
+            self._used += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._used -= 1
+
+
+AFTER_TURN = _AfterTurnSlots(LEARN_MAX_AFTER_TURN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +83,7 @@ class RecallSession:
         self._handle: PrefetchHandle | None = None
         self._surfaced: dict[str, None] = {}  # ordered set of refs
         self._tasks: set[asyncio.Task[None]] = set()  # everything started; close() awaits it
+        self._learning: asyncio.Task[None] | None = None  # a refinement past its turn, for learning only
         self._handle_ids = itertools.count(1)
         self._closed = False
 
@@ -62,6 +96,11 @@ class RecallSession:
     def pending(self) -> bool:
         """Whether a recall has begun and is neither delivered in full nor discarded yet."""
         return self._handle is not None
+
+    @property
+    def learning(self) -> bool:
+        """Whether a refinement whose turn ended still runs, for learning only (never delivered)."""
+        return self._learning is not None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -113,6 +152,8 @@ class RecallSession:
             raise UsageError(f"unknown cancel reason {reason!r}; one of {sorted(CANCEL_REASONS)}")
         if self._handle is not None:
             self._discard(self._handle, reason)
+        if reason not in _LEARN_AFTER:
+            self._stop_learning()  # an abort, a reset or a close also cuts what goes on for learning
 
     def reset(self) -> None:
         """Forget the conversation: cancel the pending handle and the surfaced refs."""
@@ -120,8 +161,9 @@ class RecallSession:
         self._surfaced.clear()
 
     async def close(self) -> None:
-        """Cancel the pending handle and wait until no task of this session is left; an error a
-        task ended with is logged (cancellation is a normal outcome, not an error)."""
+        """Cancel the pending handle (and a refinement going on for learning only) and wait until no
+        task of this session is left; an error a task ended with is logged (cancellation is a normal
+        outcome, not an error)."""
         self.cancel("shutdown")
         self._closed = True
         while self._tasks:
@@ -227,8 +269,8 @@ class RecallSession:
             latency_ms=latency_ms,
         )
 
-    def _end(self, handle: PrefetchHandle) -> None:
-        handle.end()
+    def _end(self, handle: PrefetchHandle, *, keep_recall: bool = False) -> None:
+        handle.end(keep_recall=keep_recall)
         if self._handle is handle:
             self._handle = None
 
@@ -236,7 +278,7 @@ class RecallSession:
         if handle.ended:
             return
         was_settled = handle.settled
-        self._end(handle)
+        self._end(handle, keep_recall=reason in _LEARN_AFTER and self._learn_after_turn(handle))
         if not was_settled:
             self._emit_recall(handle, settled=False)
         outcome = handle.result
@@ -262,6 +304,32 @@ class RecallSession:
                 terminal=True,
             )
         )
+
+    def _learn_after_turn(self, handle: PrefetchHandle) -> bool:
+        """Whether ``handle``'s recall, ending undelivered, may go on for learning only: learning is on,
+        its model stage has not answered yet, and a slot is free (this session's older one is cancelled)."""
+        task = handle.task
+        if self.stages.learner is None or self.stages.selector is None or handle.settled:
+            return False
+        if task is None or task.done():
+            return False
+        self._stop_learning()  # at most one per session: the newer one replaces it
+        if not AFTER_TURN.take():
+            return False
+        self._learning = task
+        task.add_done_callback(self._learned)
+        return True
+
+    def _learned(self, task: asyncio.Task[None]) -> None:
+        if self._learning is task:
+            self._learning = None
+            AFTER_TURN.give_back()
+
+    def _stop_learning(self) -> None:
+        task, self._learning = self._learning, None
+        if task is not None:
+            AFTER_TURN.give_back()
+            task.cancel()
 
     def _on_settled(self, handle: PrefetchHandle) -> None:
         self._emit_recall(handle, settled=True)

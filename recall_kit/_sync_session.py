@@ -50,6 +50,11 @@ class SyncRecallSession:
         """RecallSession.pending, from any thread."""
         return self._call(lambda: self._session.pending)
 
+    @property
+    def learning(self) -> bool:
+        """RecallSession.learning, from any thread."""
+        return self._call(lambda: self._session.learning)
+
     def begin(self, query: str, *, abort: AbortSignal | None = None) -> None:
         """RecallSession.begin, from any thread."""
         self._call(lambda: self._session.begin(query, abort=abort))

@@ -93,6 +93,10 @@ DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more c
 # The longest a model call may be given, from any source: a hung endpoint cannot hold a turn past it.
 MAX_MODEL_TIMEOUT_S = 300.0
 
+# --- settings files ------------------------------------------------------------------------------
+
+CONFIG_MAX_BYTES = 1 << 20  # a recall-kit.toml is a few hundred bytes; past this it is refused, never read whole
+
 # --- the index cache ---------------------------------------------------------------------------------
 
 # One cache file per root set: 140 files (26 MB) built up in an afternoon of tests and daemon clients.
@@ -102,6 +106,11 @@ CACHE_MAX_UNUSED_DAYS = 30  # a cache unused this long is removed when another i
 # --- the store's own (owned by memory_store, repeated for reference) --------------------------------
 
 LEARN_MAX_PENDING = 256  # refined selections waiting to teach; past it one is dropped, never waited for
+# A refinement whose turn ended (finish, or a new begin) before the model answered may go on, for
+# learning only: at most one per session (a newer one cancels it) and this many per process, across
+# every session of every Recaller (a daemon's); past it the turn's refinement is cancelled, as without learning.
+LEARN_MAX_AFTER_TURN = 8
+LEARN_CLOSE_WAIT_S = 5.0  # Recaller.close waits this long for the learner's last update (another process may hold its lock)
 # memory_store.MAX_LEARNED_KEYS (48), MAX_SUPPRESSORS (16), MAX_LEARNED_TERMS (16) and
 # MAX_LEARNED_TERM_CHARS (40) bound what the learned sidecar keeps per memory
 MEMORY_MAX_BYTES = 256 * 1024  # memory_store.DEFAULT_MAX_BYTES

@@ -6,6 +6,11 @@ runs through a real session against the scripted chat server acting as an oracle
 gold memories, or nothing for a negative; with ``oracle_accuracy`` < 1 a seeded share of its
 answers is wrong), and then this fold's prompts are measured fast-only over what was learned. The
 baseline is the same folds over the untouched memories, learning off.
+
+With ``turn_ends_early`` every training turn ends (``finish``) right after its initial point, before
+the oracle answers (the scripted server holds each answer until then), as a turn without tools
+shorter than the model's latency does: what it teaches comes from the refinement that goes on after
+the turn, for learning only.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class ReplaySettings:
     oracle_accuracy: float = 1.0
     seed: int = 0
     repeat: bool = False
+    turn_ends_early: bool = False  # each training turn finishes before the oracle answers
 
     def measured(self) -> tuple[int, ...]:
         """The folds measured, in order; UsageError for a setting out of range."""
@@ -114,6 +120,7 @@ class TrainingSummary:
     learn_ms: tuple[float, ...] = ()  # per sidecar update, from the learner's telemetry
     learn_outcomes: Mapping[str, int] = field(default_factory=dict)  # learned / skipped / failed
     learn_dropped: int = 0  # selections the learner's full queue turned away (it fell behind)
+    after_turn: int = 0  # turns whose refinement went on after the turn, for learning only
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,7 @@ class FoldResult:
             "fallbacks": self.training.fallbacks,
             "learn_outcomes": dict(self.training.learn_outcomes),
             "learn_dropped": self.training.learn_dropped,
+            "learned_after_turn": self.training.after_turn,
             "sidecar_bytes": self.sidecar_bytes,
             "sidecar_bytes_per_memory": self.sidecar_bytes / docs if docs else None,
             "learned_memories": self.learned_memories,
@@ -233,6 +241,7 @@ class ReplayReport:
             "wrong_answers": self.wrong_answers,
             "seed": self.settings.seed,
             "repeat": self.settings.repeat,
+            "turn_ends_early": self.settings.turn_ends_early,
             "enrichment": self.sidecar,
         }
         return data
@@ -285,30 +294,49 @@ def copy_memories(dataset: EvalDataset, sidecar: Path | None, into: Path) -> Pat
 
 
 async def train(
-    recaller: Recaller, queries: Sequence[EvalQuery], settled: asyncio.Event, tick: Callable[[], None]
-) -> tuple[int, int]:
+    recaller: Recaller,
+    queries: Sequence[EvalQuery],
+    settled: asyncio.Event,
+    tick: Callable[[], None],
+    answer: Callable[[], None] | None = None,
+    learned: asyncio.Event | None = None,
+) -> tuple[int, int, int]:
     """Each query through a real session of ``recaller``: begin, consume the initial point, wait for
     the recall to settle (``settled`` is set by the recaller's telemetry), consume the tool-result
-    point, finish. Returns (turns, unsettled)."""
+    point, finish. With ``answer`` (which lets the held oracle answer once), the turn ends instead
+    right after the initial point; then the oracle answers and the turn's ``learn`` event (``learned``)
+    is awaited before the next. Returns (turns, unsettled, refinements that went on after their turn)."""
     timeout = (recaller.selector.timeout if recaller.selector is not None else 0.0) + SETTLE_MARGIN_S
-    unsettled = 0
+    unsettled = after_turn = 0
     for query in queries:
         settled.clear()
+        if learned is not None:
+            learned.clear()
         session = recaller.session()
         try:
             session.begin(query.query)
             await session.consume("initial")
-            try:
-                async with asyncio.timeout(timeout):
-                    await settled.wait()
-            except TimeoutError:
-                unsettled += 1  # the tool-result point takes what there is, as an agent's would
+            if answer is not None:
+                session.finish()
+                waited = None
+                if session.learning:  # else it was cut (or had settled): nothing is held for it
+                    after_turn += 1
+                    answer()
+                    waited = learned
+            else:
+                waited = settled
+            if waited is not None:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await waited.wait()
+                except TimeoutError:
+                    unsettled += 1  # the tool-result point takes what there is, as an agent's would
             await session.consume("tool_result")
             session.finish()
         finally:
             await session.close()
         tick()
-    return len(queries), unsettled
+    return len(queries), unsettled, after_turn
 
 
 class _TurnTelemetry:
@@ -317,6 +345,7 @@ class _TurnTelemetry:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.settled = asyncio.Event()
+        self.learned = asyncio.Event()  # a learn event arrived: the turn's selection was learned from, or skipped
         self.fallbacks = 0
         self.learn_ms: list[float] = []
         self.learn_outcomes: dict[str, int] = {}  # LearnEvent outcome -> count
@@ -326,6 +355,7 @@ class _TurnTelemetry:
             self.fallbacks += event.fallback is not None
             self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
         elif isinstance(event, LearnEvent):
+            self.loop.call_soon_threadsafe(self.learned.set)
             self.learn_outcomes[event.outcome] = self.learn_outcomes.get(event.outcome, 0) + 1
             if event.outcome == "learned":
                 self.learn_ms.append(event.duration_ms)
@@ -363,6 +393,7 @@ async def _learned_fold(
     measured: Sequence[EvalQuery],
     repeat: bool,
     tick: Callable[[], None],
+    answer: Callable[[], None] | None = None,
 ) -> tuple[list[QueryOutcome], list[QueryOutcome], TrainingSummary, int, int]:
     with tempfile.TemporaryDirectory(prefix="recall-kit-replay-") as tmp:
         root = copy_memories(dataset, sidecar, Path(tmp))
@@ -370,7 +401,9 @@ async def _learned_fold(
         dropped = 0
         recaller = open_learning_recaller(root, selector, telemetry)
         try:
-            turns, unsettled = await train(recaller, trained, telemetry.settled, tick)
+            turns, unsettled, after_turn = await train(
+                recaller, trained, telemetry.settled, tick, answer, telemetry.learned if answer else None
+            )
             learner = recaller.learner
             if learner is None:
                 raise HarnessError("the Recaller opened with learn=True has no learner")
@@ -384,7 +417,8 @@ async def _learned_fold(
             await recaller.aclose()
         size, lines = _learned_file(root)
     summary = TrainingSummary(
-        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes), dropped
+        turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes), dropped,
+        after_turn,
     )
     return learned, again, summary, size, lines
 
@@ -423,11 +457,16 @@ def run_replay(
                 "".join(_json_line(line) for line in answers.oracle_lines(dataset.queries)), encoding="utf-8"
             )
             with ScriptedChatServer(oracle=oracle) as server:
+                if settings.turn_ends_early:
+                    server.hold()  # each answer waits until its turn has ended
+                answer = server.release if settings.turn_ends_early else None
                 selector = SelectorConfig(base_url=server.base_url, model=_ORACLE_MODEL, timeout=MODEL_TIMEOUT_S)
                 for f in measured_folds:
                     baseline = baseline_fold(heuristic, dataset, in_fold[f])
                     learned, again, summary, size, lines = asyncio.run(
-                        _learned_fold(dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick)
+                        _learned_fold(
+                            dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick, answer
+                        )
                     )
                     results.append(FoldResult(f, tuple(baseline), tuple(learned), tuple(again), summary, size, lines))
     finally:

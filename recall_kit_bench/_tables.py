@@ -210,7 +210,8 @@ def replay_table(report: ReplayReport) -> str:
         f"{learned.dataset}: {learned.docs} docs, {m.queries} measured queries ({m.answerable} answerable, "
         f"{m.negatives} negatives), folds {','.join(map(str, report.measured))} of {settings.folds} by hash of id",
         f"oracle accuracy {settings.oracle_accuracy:g} ({report.wrong_answers} wrong answers, seed {settings.seed}); "
-        f"enrichment {report.sidecar or 'none'}",
+        f"enrichment {report.sidecar or 'none'}"
+        + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else ""),
         "",
         f"{'kind':<14}{'n':>5}" + "".join(f"  {title:>22}" for title, _ in _REPLAY_KEYS),
         f"{'':<14}{'':>5}" + "".join(f"  {'base / learned  delta':>22}" for _ in _REPLAY_KEYS),
@@ -249,7 +250,9 @@ def replay_table(report: ReplayReport) -> str:
         "",
         f"training: {turns} sessions, {unsettled} unsettled, {fallbacks} fell back; learner "
         + _counts(_summed(f.training.learn_outcomes for f in report.folds))
-        + f"; {sum(f.training.learn_dropped for f in report.folds)} dropped (the learner fell behind)",
+        + f"; {sum(f.training.learn_dropped for f in report.folds)} dropped (the learner fell behind)"
+        + (f"; {sum(f.training.after_turn for f in report.folds)} refinements went on after their turn"
+           if settings.turn_ends_early else ""),
         f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
         + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
     ]

@@ -11,7 +11,8 @@ body one byte at a time. Which reply a request gets, first match wins:
 
 A request whose ``response_format`` type is not in ``response_formats`` gets a 400 first, without
 using up a scripted reply. Latency is the reply's own, else ``latency_ms`` (a number, or a list
-used in turn per request).
+used in turn per request). After ``hold()``, every answer also waits, once its latency has passed,
+until ``release()`` lets it go: a test decides when the model answers, without a clock.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from recall_kit._manifest import read_user_message
-from recall_kit.testing._http import Connection, LoopbackServer, RecordedRequest, head
+from recall_kit.testing._http import Connection, LoopbackServer, RecordedRequest, ScriptedServerError, head
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply, answer_text
 
 ALL_RESPONSE_FORMATS = frozenset({"json_schema", "json_object", "text"})
@@ -58,6 +59,8 @@ class ScriptedChatServer(LoopbackServer):
         self._latencies = itertools.cycle(profile or [0.0])
         self.response_formats = frozenset(response_formats)
         self._queue: deque[Reply] = deque()
+        self._holding = False
+        self._gate = asyncio.Semaphore(0)  # permits for held answers; bound to the server's loop on first use
         super().__init__()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -83,6 +86,19 @@ class ScriptedChatServer(LoopbackServer):
         """Queue replies for the next requests, in order."""
         with self._lock:
             self._queue.extend(replies)
+
+    def hold(self) -> None:
+        """From now on, hold every answer until ``release()`` lets it go."""
+        self._holding = True
+
+    def release(self, count: int = 1) -> None:
+        """Let ``count`` held answers go, the earliest first; a release before an answer is held lets
+        the next one pass at once."""
+        loop = self._loop
+        if loop is None:
+            raise ScriptedServerError("release() on a scripted chat server that is not running")
+        for _ in range(count):
+            loop.call_soon_threadsafe(self._gate.release)
 
     # -- answering -------------------------------------------------------------------------
     async def _handle(self, connection: Connection, record: RecordedRequest) -> bool:
@@ -117,12 +133,23 @@ class ScriptedChatServer(LoopbackServer):
         try:
             if latency > 0 and await self._client_left(client_gone, latency / 1000):
                 return False
+            if self._holding and not await self._released(client_gone):
+                return False
             return await self._respond(connection, record, reply, client_gone)
         finally:
             if client_gone.done() and not client_gone.cancelled():
                 connection.pushback = client_gone.result()
             client_gone.cancel()
             await asyncio.wait({client_gone})  # the reader allows one waiter: let this one go first
+
+    async def _released(self, client_gone: asyncio.Future[bytes]) -> bool:
+        """Wait for ``release()``; False when the client hung up first."""
+        permit: asyncio.Future[Any] = asyncio.ensure_future(self._gate.acquire())
+        await asyncio.wait({client_gone, permit}, return_when=asyncio.FIRST_COMPLETED)
+        if permit.done():
+            return True
+        permit.cancel()
+        return False
 
     @staticmethod
     async def _client_left(client_gone: asyncio.Future[bytes], seconds: float | None) -> bool:

@@ -216,6 +216,8 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
 @_enrichment_options("Replay")
 @click.option("--oracle-accuracy", type=str, default="1", help="Share of the oracle's answers that are right (default 1).")
 @click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
+@click.option("--turn-ends-early", is_flag=True,
+              help="End each training turn right after its initial point, before the oracle answers.")
 @click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")
 @click.option("--folds", "folds_text", type=str, default="5", help="Folds by hash of the query id (default 5).")
 @click.option("--measure-folds", help="Only these folds, e.g. 0,1 (default: all).")
@@ -226,6 +228,7 @@ def replay(
     no_enrichment: bool,
     oracle_accuracy: str,
     repeat: bool,
+    turn_ends_early: bool,
     seed: str,
     folds_text: str,
     measure_folds: str | None,
@@ -246,6 +249,7 @@ def replay(
         oracle_accuracy=_share(oracle_accuracy, "--oracle-accuracy"),
         seed=_integer(seed, "--seed"),
         repeat=repeat,
+        turn_ends_early=turn_ends_early,
     )
     try:
         settings.measured()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from memory_store import MemoryStoreError, RecallKitError, atomic_write
+from memory_store import PRIVATE_FILE_MODE, MemoryStoreError, RecallKitError, atomic_write, open_private
 from recall_kit_cli.integrations.agents import Agent
 from recall_kit_cli.integrations._json_edit import (
     Array,
@@ -46,7 +46,6 @@ from recall_kit_cli.integrations._json_edit import (
 TOOL_EVENTS = frozenset({"PostToolUse"})  # events whose entries carry a tool-name matcher ("*": every tool)
 BACKUP_SUFFIX = ".recall-kit-backup"  # the file as it was before our last change
 ORIGINAL_SUFFIX = ".recall-kit-original"  # the file as it was before our first change; never overwritten
-_BACKUP_MODE = 0o600  # settings may hold keys (an "env" table): a copy is this user's alone
 
 
 class SettingsError(RecallKitError):
@@ -389,12 +388,25 @@ def _holds_ours(agent: Agent, text: str) -> bool:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, as a file only this user can read."""
-    created = False
-    with contextlib.suppress(FileExistsError):
-        # atomic_write keeps an existing file's mode: made 0600 first, no copy is ever readable by others
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _BACKUP_MODE))
-        created = True
+    """Write ``text`` to ``path`` atomically, as a regular file of this user's only they can read
+    (settings may hold keys, in an "env" table).
+
+    Whatever was at ``path`` is never followed or kept as it was: a symlink, a hard link or another
+    user's file there is removed (the link itself, never its target) and a new file made; a file of
+    ours is made 0600 before the write, since ``atomic_write`` keeps an existing file's mode."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    ours = info is not None and stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid()
+    if info is not None and not ours:
+        os.unlink(path)  # a folder there fails here, as an OSError the caller reports
+    created = not ours
+    fd = open_private(path, os.O_WRONLY, create=True)  # made 0600; refuses a symlink that appeared meanwhile
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+    finally:
+        os.close(fd)
     try:
         atomic_write(path, text)
     except MemoryStoreError:

@@ -379,6 +379,7 @@ class RecallDaemon:
             "max_sessions": self.max_sessions,
             "sessions_dropped": self._sessions_dropped,
             "pending": sum(1 for c in self._conversations.values() if c.session.pending),
+            "learning_after_turn": sum(1 for c in self._conversations.values() if c.session.learning),
             "stores": stores,
             "opening": sum(1 for task in self._recallers.values() if not task.done()),
             "max_stores": self.max_stores,

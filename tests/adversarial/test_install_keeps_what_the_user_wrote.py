@@ -151,6 +151,34 @@ def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, agen
     assert _ours(last, "Stop")[0].endswith(f"--root {memories / 'projects'}")  # the state before the last install
 
 
+@pytest.mark.parametrize("planted", ["0644-file", "symlink", "hard-link"])
+def test_a_planted_backup_never_leaves_a_copy_others_can_read(
+    env: Env, agent: Agent, memories: Path, tmp_path: Path, planted: str
+) -> None:
+    path = _write_settings(env, agent, PLAIN_FILE.replace('"model": "opus"', '"env": {"API_KEY": "sk-secret"}'))
+    backup = path.with_name("settings.json.recall-kit-backup")
+    elsewhere = tmp_path / "world-readable.txt"
+    elsewhere.write_text("someone else's file\n")
+    elsewhere.chmod(0o644)
+    if planted == "0644-file":
+        backup.write_text("stale\n")
+        backup.chmod(0o644)  # as a checkout or a copy with a umask of 022 leaves it
+    elif planted == "symlink":
+        backup.symlink_to(elsewhere)
+    else:
+        os.link(elsewhere, backup)
+
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
+
+    assert result.returncode == 0, result.stderr
+    info = os.lstat(backup)
+    assert stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.getuid()
+    assert info.st_nlink == 1 and "sk-secret" in backup.read_text()
+    assert elsewhere.read_text() == "someone else's file\n" and stat.S_IMODE(elsewhere.stat().st_mode) == 0o644
+    original = path.with_name("settings.json.recall-kit-original")
+    assert stat.S_IMODE(os.lstat(original).st_mode) == 0o600
+
+
 def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, agent: Agent, memories: Path) -> None:
     typo = Path(env.vars["HOME"]) / "memroies"
 

@@ -142,7 +142,7 @@ def test_training_drives_each_prompt_through_a_real_session_to_its_settled_model
                 [copy_memories(dataset, None, tmp_path)], selector=config, watch=False, use_cache=False, telemetry=sink
             )
             try:
-                turns, unsettled = await train(recaller, dataset.queries, telemetry.settled, lambda: None)
+                turns, unsettled, _ = await train(recaller, dataset.queries, telemetry.settled, lambda: None)
             finally:
                 await recaller.aclose()
             return turns, unsettled, telemetry.fallbacks
@@ -236,7 +236,8 @@ def test_the_report_json_has_bench_delivery_keys_beside_the_deltas_folds_and_set
     assert data["cost"]["sidecar_bytes_per_memory"]["median"] == 120 / len(MEMORIES)
     assert "learn_update_ms_p50" not in data["cost"]  # no learner time reported: left out
     assert data["settings"] == {"folds": 5, "measured_folds": [0, 1, 2, 3, 4], "oracle_accuracy": 1.0,
-                                "wrong_answers": 0, "seed": 0, "repeat": False, "enrichment": None}
+                                "wrong_answers": 0, "seed": 0, "repeat": False, "turn_ends_early": False,
+                                "enrichment": None}
     table = replay_table(report)
     assert "base / learned" in table and "semantic" in table and "+1.000" in table and "repeat" not in table
 
@@ -269,6 +270,20 @@ def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_di
             o.delivered for o in sorted(report.baseline_outcomes, key=lambda o: o.query.id)
         ]
     assert not (dataset_dir / "memories" / ".recall-kit" / "learned.jsonl").exists()
+
+
+def test_turns_that_end_before_the_oracle_answers_learn_what_full_turns_learn(dataset_dir: Path) -> None:
+    dataset = load_dataset(dataset_dir)
+    full = run_replay(dataset, settings=ReplaySettings(repeat=True)).as_dict()
+    early = run_replay(dataset, settings=ReplaySettings(repeat=True, turn_ends_early=True))
+    data = early.as_dict()
+    assert data["settings"]["turn_ends_early"] is True
+    # every training turn finished before its answer, which then taught after the turn
+    assert all(f["learned_after_turn"] == f["trained"] and f["unsettled"] == 0 for f in data["folds"])
+    assert [f["learned_memories"] for f in data["folds"]] == [f["learned_memories"] for f in full["folds"]]
+    for key in ("strict_delivery", "negative_silence"):
+        assert data["learned"][key] == full["learned"][key] and data["repeat"][key] == full["repeat"][key]
+    assert "ends before the oracle answers" in replay_table(early)
 
 
 def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_events() -> None:

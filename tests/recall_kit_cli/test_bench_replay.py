@@ -47,3 +47,9 @@ def test_bench_replay_json_has_baseline_learned_repeat_folds_and_settings(run_cl
     assert report["cost"]["sidecar_bytes_per_memory"]["median"] is not None
     text = run_cli("bench", "replay", str(dataset), "--measure-folds", "1")
     assert text.returncode == 0 and "base / learned" in text.stdout
+
+
+def test_bench_replay_turn_ends_early_learns_after_each_turn(run_cli: RunCli, dataset: Path) -> None:
+    report = json_out(run_cli("bench", "replay", str(dataset), "--turn-ends-early", "--measure-folds", "1", "--json"))
+    assert report["settings"]["turn_ends_early"] is True
+    assert all(f["learned_after_turn"] == f["trained"] > 0 for f in report["folds"])

@@ -74,3 +74,44 @@ def test_serve_without_learn_writes_nothing(env: Env, memories: Path, server: Sc
     finally:
         daemon.stop()
     assert not (memories / ".recall-kit" / "learned.jsonl").exists()
+
+
+def test_serve_learn_learns_from_a_turn_that_stops_before_the_model_answers(
+    env: Env, memories: Path, server: ScriptedChatServer
+) -> None:
+    server.hold()  # the model answers only once the turn is over
+    daemon = _daemon(env, server, "--learn")
+    try:
+        begin = {"op": "begin", "session": "a", "roots": [str(memories)], "query": PROMPT}
+        initial = env.request(begin, {"op": "consume", "session": "a", "point": "initial"})[1]["delivery"]
+        assert initial is None
+        env.request({"op": "finish", "session": "a"})  # the hook's Stop
+        server.wait_for_requests(1)
+        assert env.request({"op": "status"})[0]["learning_after_turn"] == 1
+        server.release()
+        learned = memories / ".recall-kit" / "learned.jsonl"
+        wait_for(lambda: learned.exists() and "projects/ledgerline/deploy.md" in learned.read_text(), "the learned file")
+        status = env.request({"op": "status"})[0]
+        assert status["pending"] == 0  # nothing of it is delivered: the turn is over
+        wait_for(lambda: env.request({"op": "status"})[0]["learning_after_turn"] == 0, "the refinement to end")
+    finally:
+        daemon.stop()
+
+
+def test_the_hooks_stop_before_the_model_answers_still_teaches(env: Env, memories: Path, server: ScriptedChatServer) -> None:
+    server.hold()
+    daemon = _daemon(env, server, "--learn")
+    try:
+        def event(name: str, **fields: object) -> dict[str, object]:
+            return {"session_id": "cc-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": name,
+                    **fields}
+
+        prompt = env.hook(event("UserPromptSubmit", prompt=PROMPT), memories)
+        assert prompt.returncode == 0 and prompt.stdout == b""  # nothing fast, the model holds its answer
+        assert env.hook(event("Stop", stop_hook_active=False)).returncode == 0
+        server.wait_for_requests(1)
+        server.release()
+        learned = memories / ".recall-kit" / "learned.jsonl"
+        wait_for(lambda: learned.exists() and "projects/ledgerline/deploy.md" in learned.read_text(), "the learned file")
+    finally:
+        daemon.stop()
