@@ -351,11 +351,27 @@ def _bound_watchdog_watches() -> None:
         return
 
     def _add_callback(self: Any, path: bytes) -> None:
-        if path in getattr(self, "_active_callbacks_by_path", ()):
+        by_path = getattr(self, "_active_callbacks_by_path", None)
+        by_watch = getattr(self, "_active_callbacks_by_watch", None)
+        if by_path is None or by_watch is None:
+            add(self, path)  # not the group this was written for: as watchdog does it
+            return
+        if path in by_path:
             return  # watched already: the walk of a folder above found it before its creation event came
         left = _levels_left(os.fsdecode(path))
         if left is not None and left < 0:
             return  # below the deepest folder the scan reads: nothing in it is ever read
+        identity = _folder_identity(os.fsdecode(path))
+        known = self.__dict__.setdefault("_recall_kit_watch_of", {})
+        wd = known.get(identity)
+        if identity is not None and wd is not None and wd in by_watch:
+            # the same folder moved here (inotify keeps one watch per inode): what watchdog's own call
+            # would do, without re-adding a callback it already has for that watch (a RuntimeWarning)
+            by_path[path] = wd
+            by_watch[wd] = path
+            return
         add(self, path)
+        if identity is not None and path in by_path:
+            known[identity] = by_path[path]
 
     group._add_callback = _add_callback

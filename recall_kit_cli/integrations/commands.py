@@ -36,11 +36,11 @@ if TYPE_CHECKING:
 @click.option("--learn", is_flag=True, default=None, help="Learn from the model (or RECALL_KIT_LEARN=1).")
 @click.option(
     "--trail/--no-trail", default=None,
-    help="The trail `hook log` reads (default on; or RECALL_KIT_TRAIL, trail = false).",
+    help="Keep the trail `hook log` reads (default on).",
 )
 @click.option(
     "--trail-prompts", is_flag=True, default=None,
-    help="Prompt heads in it (or RECALL_KIT_TRAIL_PROMPTS=1, trail_prompts = true).",
+    help="Keep prompt heads in the trail too.",
 )
 @click.option("--status", "show_status", is_flag=True, help="Show how the running daemon is, instead.")
 @click.option("--stop", is_flag=True, help="Stop the running daemon; wait until it exits.")
