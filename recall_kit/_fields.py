@@ -6,9 +6,12 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
 
 from memory_store import MemoryDoc
-from recall_kit._corpus import analyse_corpus
+from recall_kit._corpus import Corpus, analyse_corpus
 from recall_kit._index import B, FieldIndex
 from recall_kit._tokenize import analyze_terms
 
@@ -35,13 +38,30 @@ FIELD_WEIGHTS = (2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, LEARNED_WEIGHT)
 # none, so their average length is near 0 and normalising by it buried a memory that learned four
 # words among 27 that learned nothing (its learned match scored below a stray body word).
 FIELD_B = (B,) * 7 + (0.0,)
+# Learned words match by their first letters: a learned word of at least this many letters and
+# digits ("_" not counted) is indexed as that start ("parcelhub" as "~parce"), and a prompt word is
+# looked up by its start as well, so "parcel" finds what "parcelhub" taught, and "offsite" what
+# "off-site" taught. 0 indexes learned words whole, as every other field. Measured with
+# `recall-kit bench replay` (docs/learning.md, "Matching learned words by their start").
+LEARNED_STEM_CHARS = 0
+_STEM_MARK = "~"  # no analysed term holds it, so a start never meets a whole word of another field
+
+
+def learned_stem(term: str) -> str | None:
+    """The term that stands for analysed ``term`` in the learned field, when it is matched by its start."""
+    if not LEARNED_STEM_CHARS:
+        return None
+    letters = term.replace("_", "")
+    if len(letters) < LEARNED_STEM_CHARS or not letters.isalnum() or not letters.isascii():
+        return None
+    return _STEM_MARK + letters[:LEARNED_STEM_CHARS]
 
 
 def build_index(docs: Mapping[str, MemoryDoc], field_weights: Sequence[float] = FIELD_WEIGHTS) -> FieldIndex:
     """A FieldIndex of ``docs``, analysed and packed in one pass."""
     refs = sorted(docs)
     texts = [doc_texts(docs[ref]) for ref in refs]
-    return FieldIndex.from_corpus(field_weights, analyse_corpus(refs, texts, len(FIELDS)), b=FIELD_B)
+    return FieldIndex.from_corpus(field_weights, _stem_learned(analyse_corpus(refs, texts, len(FIELDS))), b=FIELD_B)
 
 
 def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
@@ -63,7 +83,30 @@ def doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:
         terms, words = analyze_terms(text)
         fields.append(terms)
         surfaces += words
+    fields[LEARNED_FIELD] = [_learned_term(term) for term in fields[LEARNED_FIELD]]
     return tuple(fields), surfaces
+
+
+def _learned_term(term: str) -> str:
+    return learned_stem(term) or term
+
+
+def _stem_learned(corpus: Corpus) -> Corpus:
+    """``corpus`` with its learned field's terms as ``_learned_term`` gives them."""
+    docs, ids = corpus.field_tokens[LEARNED_FIELD]
+    if not LEARNED_STEM_CHARS or not len(ids):
+        return corpus
+    terms = list(corpus.terms)
+    mapped = np.arange(len(terms), dtype=np.int64)
+    added: dict[str, int] = {}
+    for i in np.unique(ids).tolist():  # only the learned field's own terms: a few per memory that learned
+        target = learned_stem(terms[i])
+        if target is not None:
+            mapped[i] = added.setdefault(target, len(terms) + len(added))
+    terms += added  # new ids in insertion order, as setdefault numbered them
+    field_tokens = list(corpus.field_tokens)
+    field_tokens[LEARNED_FIELD] = (docs, mapped[ids])
+    return replace(corpus, terms=terms, field_tokens=field_tokens)
 
 
 def body_pairs(body_terms: Sequence[str]) -> array[int]:

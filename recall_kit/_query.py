@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair
+from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair, learned_stem
 from recall_kit._gate import Evidence, SlotMatch
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
@@ -89,8 +89,12 @@ def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
         seen.add(token.term)
         df = index.doc_freq(token.term)
         generic = is_generic(token.surface or token.term)
+        by_start = _by_start(index, token.term, df)
         if df:
-            slots.append(QuerySlot(bm25_idf(n, df), (QueryTerm(token.term),), True, generic, token.term, run))
+            slots.append(QuerySlot(bm25_idf(n, df), (QueryTerm(token.term), *by_start), True, generic, token.term, run))
+            continue
+        if by_start:
+            slots.append(QuerySlot(index.idf(by_start[0].term), by_start, True, generic, token.term, run))
             continue
         if token.surface is None and not is_cjk_term(token.term):
             continue  # an unknown whole identifier: its parts carry it
@@ -101,6 +105,17 @@ def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
         else:
             slots.append(QuerySlot(bm25_idf(n, 0), (), False, generic, token.term))
     return slots
+
+
+def _by_start(index: FieldIndex, term: str, df: int) -> tuple[QueryTerm, ...]:
+    """The learned field's match for ``term`` by its start (one term lookup), weighed at most as
+    rare as the word itself and the learned words it stands for together."""
+    start = learned_stem(term)
+    start_df = index.doc_freq(start) if start is not None else 0
+    if start is None or not start_df:
+        return ()
+    n = len(index)
+    return (QueryTerm(start, min(1.0, bm25_idf(n, df + start_df) / bm25_idf(n, start_df))),)
 
 
 def query_terms(slots: Iterable[QuerySlot]) -> list[QueryTerm]:
