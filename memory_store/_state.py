@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 from memory_store._learned_format import LearnedEntry
 from memory_store._root import MemoryRoot
@@ -231,6 +232,11 @@ class StoreState:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's learned file or a folder above it."""
         files = self.learning.get(root.label)
         return files is not None and _touches(paths, str(files.learned_path))
+
+    def learned_of(self, label: str, refs: Iterable[str]) -> list[str]:
+        """The relative paths of those of ``refs`` (root ``label``'s) that have something learned."""
+        entries, prefix = self._learned_entries.get(label, {}), label + "/"
+        return [ref[len(prefix) :] for ref in refs if ref.startswith(prefix) and ref[len(prefix) :] in entries]
 
     def reload_learned(self, root: Root) -> None:
         """Re-read the root's learned file; docs whose learned keys changed are re-published."""

@@ -353,8 +353,21 @@ class MemoryStore:
                         self._state.refresh(root, rel)
                 self._state.refresh_links(root)
             published = self._publish_locked()
+            removed = published[1].removed if published is not None else frozenset()
+            forget = {label: self._state.learned_of(label, removed) for label in self._state.learning} if removed else {}
+        self._forget_removed(forget)  # before subscribers hear of the removal: its words are gone by then
         if published is not None:
             self._notify(*published)
+
+    def _forget_removed(self, forget: dict[str, list[str]]) -> None:
+        """Forget at once what was learned for the memories a snapshot removed whose files are gone (a
+        plain ``rm``): their words leave the learned file now, not at the next learning update."""
+        for label, paths in forget.items():
+            if paths:
+                try:
+                    self._state.learning[label].forget_learning_of_gone(paths)
+                except MemoryStoreError as exc:
+                    _log.warning("memory store: %s", exc)
 
     @staticmethod
     def _notify(subscribers: list[Subscriber], snapshot: Snapshot) -> None:

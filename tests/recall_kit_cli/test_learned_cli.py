@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_support import RunCli, assert_one_line_error, json_out
+from cli_support import RunCli, assert_one_line_error, clean_environ, json_out
 from store_helpers import memory, write
 
 from memory_store import LEARNED_PATH, LearningUpdate, MemoryRoot
@@ -115,3 +115,32 @@ def test_learned_json_is_one_object_even_when_terms_are_odd(run_cli: RunCli, roo
     plain = next(m for m in data["memories"] if m["ref"] == "mem/plain.md")
     assert sorted(k["term"] for k in plain["keys"]) == sorted(["naïve", "日本語", "a\"b"])  # markup is never a term
     assert json.loads(run_cli("learned", "--root", str(root), "--json").stdout) == data
+
+
+def test_clear_takes_the_word_out_of_the_index_caches_that_hold_the_root(run_cli: RunCli, root: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = clean_environ(RECALL_KIT_CACHE_DIR=str(cache))
+    other = tmp_path / "other"
+    write(other / "x.md", memory(name="Other"))
+    for folder in (root, other):
+        assert run_cli("query", "staging deploy", "--root", str(folder), "--fast-only", env=env).returncode == 0
+    holding = [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    assert len(holding) == 1 and len(list(cache.glob("index-*.bin"))) == 2
+    result = run_cli("learned", "clear", "--root", str(root), env=env)
+    assert result.returncode == 0, result.stderr
+    assert not [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    assert len(list(cache.glob("index-*.bin"))) == 1  # the other root set's cache stays
+
+
+def test_rm_takes_the_memorys_learned_words_off_the_disk_and_out_of_the_caches(
+    run_cli: RunCli, root: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = clean_environ(RECALL_KIT_CACHE_DIR=str(cache))
+    assert run_cli("query", "green tea", "--root", str(root), "--fast-only", env=env).returncode == 0
+    assert [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    result = run_cli("rm", "mem/sub/tea.md", "--root", str(root), "--yes", env=env)
+    assert result.returncode == 0, result.stderr
+    assert b"sencha" not in (root / LEARNED_PATH).read_bytes()
+    assert b"staging" in (root / LEARNED_PATH).read_bytes()
+    assert not [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
