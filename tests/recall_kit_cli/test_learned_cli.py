@@ -144,3 +144,18 @@ def test_rm_takes_the_memorys_learned_words_off_the_disk_and_out_of_the_caches(
     assert b"sencha" not in (root / LEARNED_PATH).read_bytes()
     assert b"staging" in (root / LEARNED_PATH).read_bytes()
     assert not [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+
+
+@pytest.mark.parametrize("seen", ["1e20", "-1e20", "1e308", "99999999999999999999999"])
+def test_an_absurd_last_seen_or_count_in_the_file_is_a_clean_table_never_a_traceback(
+    run_cli: RunCli, root: Path, seen: str
+) -> None:
+    with open(root / LEARNED_PATH, "a") as handle:
+        handle.write('{"path":"plain.md","keys":[["planted",1,%s],["huge",1e20,1.0],["big",%s,1.0],["fine",2,1.0]]}\n'
+                     % (seen, "9" * 40))
+    result = run_cli("learned", "--root", str(root))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    plain = next(m for m in json_out(run_cli("learned", "--root", str(root), "--json"))["memories"]
+                 if m["ref"] == "mem/plain.md")
+    assert [(k["term"], k["count"]) for k in plain["keys"]] == [("big", 1_000_000_000), ("fine", 2)]
+    assert "  mem/plain.md: 2 keys, 0 suppressors" in result.stdout.splitlines()
