@@ -36,7 +36,7 @@ from memory_store._learned_format import (
 )
 from memory_store._private import PRIVATE_FILE_MODE
 from memory_store._scan import Root
-from memory_store._write import file_lock, write_in_folder
+from memory_store._write import file_lock, keep_out_of_git, write_in_folder
 
 FileIdentity = tuple[int, int, int, int, int]  # (device, inode, size, mtime ns, ctime ns)
 _NO_FILE: FileIdentity = (0, 0, 0, 0, 0)
@@ -265,6 +265,7 @@ class LearnedFile:
         """Re-encode the entries at ``changed``; append their lines, or compact the file within MAX_LEARNED_BYTES."""
         if not changed:
             return
+        keep_out_of_git(folder_fd)
         entries, lines = parse.entries, parse.lines
         appended: list[bytes] = []
         removed = False
@@ -301,8 +302,10 @@ class LearnedFile:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or _identity(info) != kept:
                 return False  # not the file that was read (the lock keeps our writers out; this is someone else)
-            if info.st_nlink != 1 or info.st_uid != os.geteuid():
-                return False  # a file with another name, or someone else's: only a new file of our own is written
+            if info.st_nlink != 1 or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & ~PRIVATE_FILE_MODE:
+                # a file with another name, someone else's, or one others may read (0644, as a git checkout
+                # leaves it): only a new file of our own, mode 0600, is written
+                return False
             view = memoryview(tail)
             while view:
                 view = view[os.write(fd, view) :]

@@ -3,13 +3,17 @@ what the user wrote there is kept, a planted entry cannot wedge learning, and th
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 import threading
 from pathlib import Path
 from typing import Callable
 
+import pytest
 from store_helpers import WAIT_S, memory, write
 
-from memory_store import LEARNED_PATH, LearningUpdate, MemoryRoot, MemoryStore, Snapshot
+from memory_store import LEARNED_PATH, EnrichmentEntry, LearningUpdate, MemoryRoot, MemoryStore, Snapshot
 
 Open = Callable[..., MemoryStore]
 
@@ -51,3 +55,47 @@ def test_a_plain_rm_under_a_watched_store_takes_the_words_off_the_disk_before_an
     assert heard.wait(WAIT_S)
     data = (root / LEARNED_PATH).read_bytes()
     assert b"secretproject" not in data and b"kept" in data
+
+
+# --- the file is the user's alone -----------------------------------------------------------------
+
+
+def test_a_learned_file_others_may_read_is_replaced_by_a_new_0600_file_never_appended_to(root: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("first",))])
+    log = root / LEARNED_PATH
+    log.chmod(0o644)  # as a git checkout leaves a file shipped in a repository
+    before = log.stat().st_ino
+    files.record_learning([LearningUpdate("a.md", keys=("second",))])
+    after = log.stat()
+    assert stat.S_IMODE(after.st_mode) == 0o600 and after.st_ino != before
+    assert [k.term for k in files.read_learning()[0]["a.md"].keys] == ["second", "first"]
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo), "PATH": os.environ["PATH"]}
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_git_add_all_in_a_repository_holding_the_root_never_commits_the_sidecars(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    folder = repo / "memories"
+    write(folder / "a.md", memory())
+    git(repo, "init", "-q")
+    files = MemoryRoot(folder)
+    files.record_learning([LearningUpdate("a.md", keys=("swordfish",))])
+    files.record_enrichment([EnrichmentEntry("a.md", "0" * 64, ("kw",))])
+    assert (folder / ".recall-kit" / ".gitignore").read_bytes() == b"*\n"
+    git(repo, "add", "-A")
+    assert git(repo, "ls-files").split() == ["memories/a.md"]
+
+
+def test_the_sidecar_folders_gitignore_is_written_once_and_the_users_own_is_kept(root: Path) -> None:
+    files = MemoryRoot(root)
+    files.record_learning([LearningUpdate("a.md", keys=("first",))])
+    ignore = root / ".recall-kit" / ".gitignore"
+    ignore.write_text("# mine: I commit enrichment\n!enrichment.jsonl\n*\n")
+    files.record_learning([LearningUpdate("a.md", keys=("second",))])
+    assert ignore.read_text() == "# mine: I commit enrichment\n!enrichment.jsonl\n*\n"
