@@ -131,10 +131,21 @@ def _by_use(item: LearnedTerm | Suppressor) -> tuple[int, float]:
     return (-item[1], -item[2])
 
 
-def bounded(entry: LearnedEntry) -> LearnedEntry:
-    """The entry with its keys and suppressors each ordered most used first and cut to their limits."""
-    keys = sorted(entry.keys, key=lambda k: (*_by_use(k), k.term))[:MAX_LEARNED_KEYS]
-    sups = sorted(entry.suppressors, key=lambda s: (*_by_use(s), sorted(s[0])))[:MAX_SUPPRESSORS]
+def bounded(
+    entry: LearnedEntry, taught: frozenset[str] = frozenset(), suppressed: frozenset[str] = frozenset()
+) -> LearnedEntry:
+    """The entry with its keys and suppressors each ordered most used first and cut to their limits. The
+    keys ``taught`` and the suppressor ``suppressed`` just now are kept whatever the others' counts (they
+    displace the least used), so a full entry, even one planted with counts of 1e9, still learns."""
+    keys = sorted(entry.keys, key=lambda k: (*_by_use(k), k.term))
+    if taught:
+        keys = [k for k in keys if k.term in taught] + [k for k in keys if k.term not in taught]
+    sups = sorted(entry.suppressors, key=lambda s: (*_by_use(s), sorted(s[0])))
+    if suppressed:
+        sups = [s for s in sups if s[0] == suppressed] + [s for s in sups if s[0] != suppressed]
+    keys, sups = keys[:MAX_LEARNED_KEYS], sups[:MAX_SUPPRESSORS]
+    keys.sort(key=lambda k: (*_by_use(k), k.term))  # the file and the reader see them most used first
+    sups.sort(key=lambda s: (*_by_use(s), sorted(s[0])))
     return LearnedEntry(entry.path, tuple(keys), tuple(sups))
 
 
@@ -152,7 +163,8 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
     release = frozenset(clean_term_set(update.release))
     if release:
         sups = {terms: s for terms, s in sups.items() if _jaccard(terms, release) < RELEASE_OVERLAP}
-    for term in clean_term_set(update.keys):
+    taught = clean_term_set(update.keys)
+    for term in taught:
         old = keys.get(term)
         keys[term] = LearnedTerm(term, min((old.count if old else 0) + 1, MAX_COUNT), now)
     suppress = frozenset(clean_term_set(update.suppress))
@@ -161,7 +173,7 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
         sups[suppress] = (suppress, min((old_s[1] if old_s else 0) + 1, MAX_COUNT), now)
     if not keys and not sups:
         return None
-    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
+    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())), frozenset(taught), suppress)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -59,6 +59,8 @@ class _LearnedParse:
     consumed: int = 0  # bytes of the file read: a tail appended past them is read on its own
     line_count: int = 0
     open_line: bool = False  # the bytes read end inside a line (a whole entry, with no newline after it)
+    head: bytes = b""  # the file's first PREFIX_CHECK_BYTES as read, and the last ones before ``consumed``:
+    edge: bytes = b""  # a file grown in place whose bytes there differ was rewritten (an editor), not appended to
     origin: int = field(default_factory=lambda: next(_VERSIONS))  # the version it was read whole at
     history: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (version, paths it changed)
 
@@ -92,6 +94,19 @@ class _LearnedParse:
         """Whether this is a file that ends where it was read, on a line's end, with no bad line to drop."""
         return self.identity != _NO_FILE and self.consumed == self.identity[2] and not self.open_line and not self.problems
 
+    def kept_bytes(self, data: bytes) -> None:
+        """Note ``data``, read or written right after the bytes read so far, in ``head`` and ``edge``."""
+        if len(self.head) < PREFIX_CHECK_BYTES:
+            self.head = (self.head + data[:PREFIX_CHECK_BYTES])[:PREFIX_CHECK_BYTES]
+        self.edge = (self.edge + data[-PREFIX_CHECK_BYTES:])[-PREFIX_CHECK_BYTES:]
+
+    def prefix_kept(self, fd: int) -> bool:
+        """Whether the file open at ``fd`` still holds, where this parse read them, its first bytes and the
+        last ones before ``consumed``: what an append leaves alone and an editor's rewrite shifts."""
+        head = os.pread(fd, len(self.head), 0) if self.head else b""
+        edge = os.pread(fd, len(self.edge), self.consumed - len(self.edge)) if self.edge else b""
+        return head == self.head and edge == self.edge
+
     def applied(self, data: bytes, first_line: int, base: int) -> set[str]:
         """Read the log's ``data`` (starting at line ``first_line``, byte ``base``) into this parse; the
         paths its lines set or forgot."""
@@ -102,6 +117,7 @@ class _LearnedParse:
                 self.lines[path] = line = entry_line(self.entries[path]).encode("ascii")
                 self.size += len(line)
         self.problems += read.problems
+        self.kept_bytes(data[: read.consumed])
         self.consumed, self.line_count = base + read.consumed, first_line - 1 + read.lines
         if read.consumed:
             self.open_line = data[read.consumed - 1 : read.consumed] != b"\n"
@@ -120,6 +136,7 @@ class LearnedChanges:
     problems: list[SidecarProblem]
 
 
+PREFIX_CHECK_BYTES = 4096  # of a grown file's read bytes, compared at both ends before only its tail is read
 COMPACT_MIN_BYTES = 256 * 1024  # a log this small is appended to whatever share of it is superseded
 COMPACT_FACTOR = 2  # past that, compacted once its bytes reach twice those of its current lines
 
@@ -314,6 +331,7 @@ class LearnedFile:
             raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
         finally:
             os.close(fd)
+        parse.kept_bytes(tail)
         parse.consumed += len(tail)
         parse.line_count += count
         return True
@@ -332,8 +350,11 @@ class LearnedFile:
                 del entries[path]
                 dropped.append(path)
             parse.changed(dropped)
+        data = b"".join(lines.values())
+        parse.head = parse.edge = b""
+        parse.kept_bytes(data)
         try:
-            write_in_folder(folder_fd, name, b"".join(lines.values()), replace=True, mode=PRIVATE_FILE_MODE)
+            write_in_folder(folder_fd, name, data, replace=True, mode=PRIVATE_FILE_MODE)
             written = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         except OSError as exc:
             raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
@@ -365,7 +386,7 @@ class LearnedFile:
         when the file is ``base``'s grown; otherwise read whole. Either may hold entries no prune has seen."""
         with self._guard:
             self._pruned_for = None
-        if base is not None and _grown(base, identity) and identity[2] <= MAX_LEARNED_BYTES:
+        if base is not None and _grown(base, identity) and identity[2] <= MAX_LEARNED_BYTES and base.prefix_kept(fd):
             tail = _read_from(fd, base.consumed, identity[2] - base.consumed)
             base.identity = identity
             base.changed(base.applied(tail, base.line_count + 1, base.consumed))
