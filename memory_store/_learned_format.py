@@ -37,6 +37,9 @@ MAX_COUNT = 1_000_000_000  # a count beyond this is capped: it orders terms, it 
 MAX_SEEN = 253_402_300_799.0  # 9999-12-31 UTC: a "last seen" outside [0, this] is no time, and its item is dropped
 MAX_REPORTED_PROBLEMS = 20  # a file of 100,000 bad lines is one short report, not 100,000 errors
 RELEASE_OVERLAP = 0.5  # Jaccard overlap at which a release drops a suppressor
+# A suppressor holds its memory back only once it was taught this often: one model answer (a model that
+# answers [] to everything, or one wrong answer) never silences a memory alone; a second agrees.
+SUPPRESSOR_MIN_COUNT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,10 @@ class LearnedEntry:
 
     @property
     def learned(self) -> Learned:
-        """The entry as the Learned a doc carries."""
-        return Learned(tuple(k.term for k in self.keys), tuple(s[0] for s in self.suppressors))
+        """The entry as the Learned a doc carries: its keys, and the suppressors taught SUPPRESSOR_MIN_COUNT times."""
+        return Learned(
+            tuple(k.term for k in self.keys), tuple(s[0] for s in self.suppressors if s[1] >= SUPPRESSOR_MIN_COUNT)
+        )
 
 
 @dataclass(frozen=True, slots=True)
