@@ -55,7 +55,7 @@ def learned(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> None:
         width = max((len(clean(key["term"])) for key in memory["keys"]), default=0)
         echo_rows(f"    {clean(key['term']):<{width}}  {key['count']:>4}  {_when(key['seen'])}" for key in memory["keys"])
     if stale:
-        echo_rows([f"{counted(stale, 'entry', 'entries')} of memories that are gone (dropped at the next update)"])
+        echo_rows([f"{counted(stale, 'entry', 'entries')} of memories not listed now (dropped at the next update once their file is gone; a file that fails to parse keeps its entry)"])
     if problems:
         echo_rows(["problems:", *(f"  {line}" for line in problems)])
 

@@ -25,8 +25,8 @@ def root(tmp_path: Path) -> Path:
         LearningUpdate("sub/tea.md", keys=("sencha",)),
         LearningUpdate("gone.md", keys=("old",)),
     ])
-    files.record_learning([LearningUpdate("deploy.md", keys=("staging",))])
-    return folder
+    files.record_learning([LearningUpdate("deploy.md", keys=("staging",), suppress=frozenset({"general", "question"}))])
+    return folder  # deploy.md's suppressor, taught twice, is in effect
 
 
 def test_learned_json_shows_keys_counts_times_and_suppressors_per_memory(run_cli: RunCli, root: Path) -> None:
@@ -48,7 +48,7 @@ def test_learned_text_lists_each_memory_and_its_keys(run_cli: RunCli, root: Path
     assert lines[1] == "  mem/deploy.md: 2 keys, 1 suppressor"
     assert lines[2].split()[:2] == ["staging", "2"] and lines[3].split()[:2] == ["ship", "1"]
     assert lines[4] == "  mem/sub/tea.md: 1 key, 0 suppressors"
-    assert lines[-1] == "1 entry of memories that are gone (dropped at the next update)"
+    assert lines[-1] == "1 entry of memories not listed now (dropped at the next update once their file is gone; a file that fails to parse keeps its entry)"
 
 
 def test_nothing_learned_says_that_learning_is_opt_in(run_cli: RunCli, tmp_path: Path) -> None:
