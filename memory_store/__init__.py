@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
     from memory_store._store import MemoryStore as MemoryStore
     from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
+    from memory_store._scan import MAX_ROOT_ENTRIES as MAX_ROOT_ENTRIES
+    from memory_store._scan import count_entries as count_entries
     from memory_store._sidecar import EnrichmentEntry as EnrichmentEntry
     from memory_store._sidecar import MAX_KEYWORDS as MAX_KEYWORDS
     from memory_store._sidecar import MAX_KEYWORD_CHARS as MAX_KEYWORD_CHARS
@@ -96,6 +98,8 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_DEBOUNCE_MS": "memory_store._store",
     "MemoryStore": "memory_store._store",
     "MAX_FOLDER_DEPTH": "memory_store._scan",
+    "MAX_ROOT_ENTRIES": "memory_store._scan",
+    "count_entries": "memory_store._scan",
     "EnrichmentEntry": "memory_store._sidecar",
     "MAX_KEYWORDS": "memory_store._sidecar",
     "MAX_KEYWORD_CHARS": "memory_store._sidecar",

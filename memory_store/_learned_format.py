@@ -9,7 +9,7 @@ a memory is forgotten. Keyed by
 path, not by content hash: what was learned for a memory survives its edits. Every line is
 untrusted: validated and cleaned on the way in and on the way out, and bounded (MAX_LEARNED_KEYS
 keys, MAX_SUPPRESSORS suppressors, MAX_LEARNED_TERMS terms a suppressor, MAX_LEARNED_TERM_CHARS
-characters a term).
+characters a term, counts capped at MAX_COUNT, a "last seen" within 0..MAX_SEEN or the item dropped).
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ MAX_LEARNED_TERM_CHARS = 40
 MAX_LEARNED_BYTES = 32 * 1024 * 1024  # a full entry is under 16 KiB; a typical one under 1 KiB
 MAX_LEARNED_LINE_BYTES = 128 * 1024  # a full entry of non-ASCII terms, each escaped, is under 80 KiB
 MAX_COUNT = 1_000_000_000  # a count beyond this is capped: it orders terms, it is no tally to keep exact
+MAX_SEEN = 253_402_300_799.0  # 9999-12-31 UTC: a "last seen" outside [0, this] is no time, and its item is dropped
 MAX_REPORTED_PROBLEMS = 20  # a file of 100,000 bad lines is one short report, not 100,000 errors
 RELEASE_OVERLAP = 0.5  # Jaccard overlap at which a release drops a suppressor
+# A suppressor holds its memory back only once it was taught this often: one model answer (a model that
+# answers [] to everything, or one wrong answer) never silences a memory alone; a second agrees.
+SUPPRESSOR_MIN_COUNT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +64,10 @@ class LearnedEntry:
 
     @property
     def learned(self) -> Learned:
-        """The entry as the Learned a doc carries."""
-        return Learned(tuple(k.term for k in self.keys), tuple(s[0] for s in self.suppressors))
+        """The entry as the Learned a doc carries: its keys, and the suppressors taught SUPPRESSOR_MIN_COUNT times."""
+        return Learned(
+            tuple(k.term for k in self.keys), tuple(s[0] for s in self.suppressors if s[1] >= SUPPRESSOR_MIN_COUNT)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +124,8 @@ def _count(value: object) -> int | None:
 def _seen(value: object) -> float | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         return None
+    if not 0 <= value <= MAX_SEEN:  # a planted 1e20 would overflow every reader's clock
+        return None
     return float(value)
 
 
@@ -128,10 +136,21 @@ def _by_use(item: LearnedTerm | Suppressor) -> tuple[int, float]:
     return (-item[1], -item[2])
 
 
-def bounded(entry: LearnedEntry) -> LearnedEntry:
-    """The entry with its keys and suppressors each ordered most used first and cut to their limits."""
-    keys = sorted(entry.keys, key=lambda k: (*_by_use(k), k.term))[:MAX_LEARNED_KEYS]
-    sups = sorted(entry.suppressors, key=lambda s: (*_by_use(s), sorted(s[0])))[:MAX_SUPPRESSORS]
+def bounded(
+    entry: LearnedEntry, taught: frozenset[str] = frozenset(), suppressed: frozenset[str] = frozenset()
+) -> LearnedEntry:
+    """The entry with its keys and suppressors each ordered most used first and cut to their limits. The
+    keys ``taught`` and the suppressor ``suppressed`` just now are kept whatever the others' counts (they
+    displace the least used), so a full entry, even one planted with counts of 1e9, still learns."""
+    keys = sorted(entry.keys, key=lambda k: (*_by_use(k), k.term))
+    if taught:
+        keys = [k for k in keys if k.term in taught] + [k for k in keys if k.term not in taught]
+    sups = sorted(entry.suppressors, key=lambda s: (*_by_use(s), sorted(s[0])))
+    if suppressed:
+        sups = [s for s in sups if s[0] == suppressed] + [s for s in sups if s[0] != suppressed]
+    keys, sups = keys[:MAX_LEARNED_KEYS], sups[:MAX_SUPPRESSORS]
+    keys.sort(key=lambda k: (*_by_use(k), k.term))  # the file and the reader see them most used first
+    sups.sort(key=lambda s: (*_by_use(s), sorted(s[0])))
     return LearnedEntry(entry.path, tuple(keys), tuple(sups))
 
 
@@ -149,7 +168,8 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
     release = frozenset(clean_term_set(update.release))
     if release:
         sups = {terms: s for terms, s in sups.items() if _jaccard(terms, release) < RELEASE_OVERLAP}
-    for term in clean_term_set(update.keys):
+    taught = clean_term_set(update.keys)
+    for term in taught:
         old = keys.get(term)
         keys[term] = LearnedTerm(term, min((old.count if old else 0) + 1, MAX_COUNT), now)
     suppress = frozenset(clean_term_set(update.suppress))
@@ -158,7 +178,7 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
         sups[suppress] = (suppress, min((old_s[1] if old_s else 0) + 1, MAX_COUNT), now)
     if not keys and not sups:
         return None
-    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())))
+    return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())), frozenset(taught), suppress)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

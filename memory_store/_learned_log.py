@@ -36,7 +36,7 @@ from memory_store._learned_format import (
 )
 from memory_store._private import PRIVATE_FILE_MODE
 from memory_store._scan import Root
-from memory_store._write import file_lock, write_in_folder
+from memory_store._write import file_lock, keep_out_of_git, write_in_folder
 
 FileIdentity = tuple[int, int, int, int, int]  # (device, inode, size, mtime ns, ctime ns)
 _NO_FILE: FileIdentity = (0, 0, 0, 0, 0)
@@ -59,6 +59,8 @@ class _LearnedParse:
     consumed: int = 0  # bytes of the file read: a tail appended past them is read on its own
     line_count: int = 0
     open_line: bool = False  # the bytes read end inside a line (a whole entry, with no newline after it)
+    head: bytes = b""  # the file's first PREFIX_CHECK_BYTES as read, and the last ones before ``consumed``:
+    edge: bytes = b""  # a file grown in place whose bytes there differ was rewritten (an editor), not appended to
     origin: int = field(default_factory=lambda: next(_VERSIONS))  # the version it was read whole at
     history: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (version, paths it changed)
 
@@ -92,6 +94,19 @@ class _LearnedParse:
         """Whether this is a file that ends where it was read, on a line's end, with no bad line to drop."""
         return self.identity != _NO_FILE and self.consumed == self.identity[2] and not self.open_line and not self.problems
 
+    def kept_bytes(self, data: bytes) -> None:
+        """Note ``data``, read or written right after the bytes read so far, in ``head`` and ``edge``."""
+        if len(self.head) < PREFIX_CHECK_BYTES:
+            self.head = (self.head + data[:PREFIX_CHECK_BYTES])[:PREFIX_CHECK_BYTES]
+        self.edge = (self.edge + data[-PREFIX_CHECK_BYTES:])[-PREFIX_CHECK_BYTES:]
+
+    def prefix_kept(self, fd: int) -> bool:
+        """Whether the file open at ``fd`` still holds, where this parse read them, its first bytes and the
+        last ones before ``consumed``: what an append leaves alone and an editor's rewrite shifts."""
+        head = os.pread(fd, len(self.head), 0) if self.head else b""
+        edge = os.pread(fd, len(self.edge), self.consumed - len(self.edge)) if self.edge else b""
+        return head == self.head and edge == self.edge
+
     def applied(self, data: bytes, first_line: int, base: int) -> set[str]:
         """Read the log's ``data`` (starting at line ``first_line``, byte ``base``) into this parse; the
         paths its lines set or forgot."""
@@ -102,6 +117,7 @@ class _LearnedParse:
                 self.lines[path] = line = entry_line(self.entries[path]).encode("ascii")
                 self.size += len(line)
         self.problems += read.problems
+        self.kept_bytes(data[: read.consumed])
         self.consumed, self.line_count = base + read.consumed, first_line - 1 + read.lines
         if read.consumed:
             self.open_line = data[read.consumed - 1 : read.consumed] != b"\n"
@@ -120,6 +136,7 @@ class LearnedChanges:
     problems: list[SidecarProblem]
 
 
+PREFIX_CHECK_BYTES = 4096  # of a grown file's read bytes, compared at both ends before only its tail is read
 COMPACT_MIN_BYTES = 256 * 1024  # a log this small is appended to whatever share of it is superseded
 COMPACT_FACTOR = 2  # past that, compacted once its bytes reach twice those of its current lines
 
@@ -192,7 +209,8 @@ class LearnedFile:
                 with self._guard:
                     everything = live is not self._pruned_for
                     self._pruned_for = live if isinstance(live, frozenset) else None
-                gone = [path for path in (entries if everything else changed) if path in entries and path not in live]
+                looked = [path for path in (entries if everything else changed) if path in entries and path not in live]
+                gone = [path for path in looked if self.memory_gone(path)]  # a file that fails to parse keeps its words
                 for path in gone:
                     del entries[path]
                 changed.update(gone)
@@ -200,6 +218,20 @@ class LearnedFile:
 
         self._rewrite(change, create=True)
         return Path(self.path)
+
+    def memory_gone(self, path: str) -> bool:
+        """Whether nothing is at the memory path ``path`` (relative to the root): what a prune asks before it
+        forgets, so a memory that is there but is not listed now (a YAML typo, too big) keeps what it learned."""
+        try:
+            return not os.path.lexists(self._root.abspath(path))
+        except (OSError, ValueError):
+            return False
+
+    def forget_gone(self, paths: Iterable[str]) -> int:
+        """Forget the entries of those of ``paths`` whose memory file is gone (compacting the file, so their
+        words leave the disk at once); how many went."""
+        gone = [path for path in paths if self.memory_gone(path)]
+        return self.clear(gone) if gone else 0
 
     def clear(self, paths: Iterable[str] | None) -> int:
         """Forget the entries of ``paths`` (None: all); how many were removed. A missing file stays missing."""
@@ -250,6 +282,7 @@ class LearnedFile:
         """Re-encode the entries at ``changed``; append their lines, or compact the file within MAX_LEARNED_BYTES."""
         if not changed:
             return
+        keep_out_of_git(folder_fd)
         entries, lines = parse.entries, parse.lines
         appended: list[bytes] = []
         removed = False
@@ -286,8 +319,10 @@ class LearnedFile:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or _identity(info) != kept:
                 return False  # not the file that was read (the lock keeps our writers out; this is someone else)
-            if info.st_nlink != 1 or info.st_uid != os.geteuid():
-                return False  # a file with another name, or someone else's: only a new file of our own is written
+            if info.st_nlink != 1 or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & ~PRIVATE_FILE_MODE:
+                # a file with another name, someone else's, or one others may read (0644, as a git checkout
+                # leaves it): only a new file of our own, mode 0600, is written
+                return False
             view = memoryview(tail)
             while view:
                 view = view[os.write(fd, view) :]
@@ -296,6 +331,7 @@ class LearnedFile:
             raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
         finally:
             os.close(fd)
+        parse.kept_bytes(tail)
         parse.consumed += len(tail)
         parse.line_count += count
         return True
@@ -314,8 +350,11 @@ class LearnedFile:
                 del entries[path]
                 dropped.append(path)
             parse.changed(dropped)
+        data = b"".join(lines.values())
+        parse.head = parse.edge = b""
+        parse.kept_bytes(data)
         try:
-            write_in_folder(folder_fd, name, b"".join(lines.values()), replace=True, mode=PRIVATE_FILE_MODE)
+            write_in_folder(folder_fd, name, data, replace=True, mode=PRIVATE_FILE_MODE)
             written = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         except OSError as exc:
             raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
@@ -347,7 +386,7 @@ class LearnedFile:
         when the file is ``base``'s grown; otherwise read whole. Either may hold entries no prune has seen."""
         with self._guard:
             self._pruned_for = None
-        if base is not None and _grown(base, identity) and identity[2] <= MAX_LEARNED_BYTES:
+        if base is not None and _grown(base, identity) and identity[2] <= MAX_LEARNED_BYTES and base.prefix_kept(fd):
             tail = _read_from(fd, base.consumed, identity[2] - base.consumed)
             base.identity = identity
             base.changed(base.applied(tail, base.line_count + 1, base.consumed))

@@ -181,6 +181,21 @@ class MemoryRoot:
                 raise MemoryNotFoundError(f"no memory file {ref}") from None
             except OSError as exc:
                 raise MemoryStoreError(f"cannot remove {ref}: {exc.strerror}") from None
+        self.forget_learning_of_gone([rel], removed=ref)
+
+    def forget_learning_of_gone(self, paths: Iterable[str], *, removed: str | None = None) -> int:
+        """Forget what was learned for those of ``paths`` whose memory file is gone, at once (the learned
+        file is compacted, so the words leave the disk); how many entries went. A learned file that is
+        refused (a symlink, not a regular file) is never read, so it holds nothing to forget. ``removed``:
+        the ref just removed, which a failure's message names."""
+        try:
+            return self._learned.forget_gone(paths)
+        except MemoryPathError:
+            return 0
+        except MemoryStoreError as exc:
+            if removed is None:
+                raise
+            raise MemoryStoreError(f"removed {removed}, but what was learned for it stays: {exc}") from None
 
     # --- enrichment ----------------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ Reuse = Callable[[str, os.stat_result], Union[StoredDoc, None]]
 # Folders deeper than this below a root are reported and never entered, by the scan or the watcher:
 # memories sit a few levels down, and a 1,100-level tree cost an fd per level and broke watching.
 MAX_FOLDER_DEPTH = 64
+# The most files and folders a bounded store (``MemoryStore.open(max_entries=...)``: the daemon's, for any
+# client) reads and watches in one root set: five times the largest store the benchmarks run (10,000 memories).
+MAX_ROOT_ENTRIES = 50_000
 _log = logging.getLogger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -371,3 +374,40 @@ def _read_all(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
+
+
+def count_entries(root: str, limit: int) -> int:
+    """The visible files and folders below ``root``, counted until ``limit`` is reached (then ``limit``):
+    hidden entries skipped and symlinked folders not followed, as the walk does."""
+    count = 0
+    pending = [root]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                for entry in listing:
+                    if entry.name.startswith("."):
+                        continue  # the store skips hidden entries (.git, editor files)
+                    count += 1
+                    if count >= limit:
+                        return limit
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue  # a folder that cannot be listed holds nothing the store would read either
+    return count
+
+
+def over_bound(root: str, max_entries: int | None) -> bool:
+    """Whether the folder ``root`` holds more than ``max_entries`` visible files and folders (None: no bound)."""
+    return max_entries is not None and count_entries(root, max_entries + 1) > max_entries
+
+
+def bound_error(label: str, max_entries: int) -> SkippedFile:
+    """What a snapshot says of a root over the bound: it is neither read nor watched."""
+    return SkippedFile(
+        label, ".", f"more than {max_entries:,} files and folders, more than a folder of memories would; "
+        "not read or watched (name the memory folder itself)"
+    )

@@ -31,7 +31,7 @@ from memory_store._fd import (
 from memory_store._scan import Root
 from memory_store._terms import clean_terms, valid_path
 from memory_store._types import Enrichment
-from memory_store._write import atomic_write, file_lock, write_in_folder
+from memory_store._write import atomic_write, file_lock, keep_out_of_git, write_in_folder
 
 SIDECAR_PATH = ".recall-kit/enrichment.jsonl"  # relative to a root; hidden, so never scanned as a memory
 MAX_KEYWORDS = 32
@@ -340,5 +340,6 @@ class Sidecar:
             return update_enrichment(self.path, entries, live_paths)
         where = f"{root.label}/{SIDECAR_PATH}"
         with opened_root(root) as root_fd, opened_folder(root_fd, [_SIDECAR_FOLDER], where, create=True) as folder_fd:
+            keep_out_of_git(folder_fd)
             update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
         return Path(self.path)

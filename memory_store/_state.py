@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 from memory_store._learned_format import LearnedEntry
 from memory_store._root import MemoryRoot
@@ -25,11 +26,13 @@ from memory_store._scan import (
     Reuse,
     MAX_FOLDER_DEPTH,
     Root,
+    bound_error,
     folder_depth,
     is_hidden,
     is_memory_name,
     open_beneath,
     open_root,
+    over_bound,
     read_at,
     shallow_part,
     symlinked_folder_error,
@@ -50,8 +53,10 @@ class StoreState:
         enriched: dict[str, MemoryRoot] | None = None,
         reuse: Reuse | None = None,
         learning: dict[str, MemoryRoot] | None = None,
+        max_entries: int | None = None,
     ) -> None:
         self.roots = roots
+        self.max_entries = max_entries  # a root over it is neither read nor watched: one error says so
         self.reuse = reuse  # consulted by the first scan only: later reads always go to the file
         self.max_bytes = max_bytes
         self.enriched = dict(enriched or {})  # label -> the root whose sidecar is read; others are not enriched
@@ -99,7 +104,10 @@ class StoreState:
             self._clear_missing(root)
             try:
                 is_folder = not under or _is_folder(root_fd, under)
-                if is_folder:
+                if not under and over_bound(root.path, self.max_entries):
+                    assert self.max_entries is not None
+                    found = {".": bound_error(root.label, self.max_entries)}  # whatever was read of it goes
+                elif is_folder:
                     first_scan = self._published is None
                     found, links = walk(root, root_fd, under, self.max_bytes, self.reuse if first_scan else None)
             finally:
@@ -231,6 +239,11 @@ class StoreState:
         """Whether any of ``paths`` (absolute, as under the given root) is the root's learned file or a folder above it."""
         files = self.learning.get(root.label)
         return files is not None and _touches(paths, str(files.learned_path))
+
+    def learned_of(self, label: str, refs: Iterable[str]) -> list[str]:
+        """The relative paths of those of ``refs`` (root ``label``'s) that have something learned."""
+        entries, prefix = self._learned_entries.get(label, {}), label + "/"
+        return [ref[len(prefix) :] for ref in refs if ref.startswith(prefix) and ref[len(prefix) :] in entries]
 
     def reload_learned(self, root: Root) -> None:
         """Re-read the root's learned file; docs whose learned keys changed are re-published."""

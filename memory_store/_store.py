@@ -47,8 +47,10 @@ class MemoryStore:
         read_enrichment: bool = True,
         reuse: Reuse | None = None,
         learned: bool = True,
+        max_entries: int | None = None,
     ) -> None:
         self._roots = roots
+        self._max_entries = max_entries
         given = sidecars or {}
         self._files = {
             root.label: MemoryRoot(root.path, label=root.label, sidecar=given.get(root.label), max_bytes=max_bytes)
@@ -56,7 +58,7 @@ class MemoryStore:
         }
         # enrichment=False reads no sidecar; recording still goes to each root's own
         enriched = dict(self._files) if read_enrichment else {}
-        self._state = StoreState(roots, max_bytes, enriched, reuse, dict(self._files) if learned else {})
+        self._state = StoreState(roots, max_bytes, enriched, reuse, dict(self._files) if learned else {}, max_entries)
         self._debounce_s = debounce_ms / 1000.0
         self._lock = threading.Lock()  # serialises state changes and publishing
         self._published = threading.Condition()
@@ -78,6 +80,7 @@ class MemoryStore:
         enrichment: EnrichmentSpec = True,
         reuse: Reuse | None = None,
         learned: bool = True,
+        max_entries: int | None = None,
     ) -> "MemoryStore":
         """Scan ``roots`` into snapshot version 1 and, with ``watch``, keep it current.
 
@@ -101,6 +104,11 @@ class MemoryStore:
         ``learned``: True attaches what each root's ``.recall-kit/learned.jsonl`` holds for a memory's
         path to its doc (``MemoryDoc.learned``), watched like the sidecars; False attaches nothing
         (``record_learning`` still writes the file).
+
+        ``max_entries`` (e.g. MAX_ROOT_ENTRIES; None: no bound): a root whose folder holds more visible
+        files and folders is neither read nor watched, and the snapshot's errors say so. It is checked at
+        open, whenever the root's folder changes identity (a symlinked root retargeted, the folder replaced
+        by a symlink) before it is watched, and at every rescan of the whole root.
         """
         resolved = _resolve_roots(roots)
         sidecars = _mapped_sidecars(resolved, enrichment)
@@ -117,6 +125,7 @@ class MemoryStore:
             read_enrichment=enrichment is not False,
             reuse=reuse,
             learned=learned,
+            max_entries=max_entries,
         )
         try:
             store._start(watch)
@@ -313,7 +322,8 @@ class MemoryStore:
                 given = [files.given_sidecar for files in self._state.enriched.values()]
                 outside = [str(path) for path in given if path is not None]
                 self._watcher = Watcher(
-                    [r.path for r in self._roots], self._apply_batch, self._debounce_s, extra_files=outside
+                    [r.path for r in self._roots], self._apply_batch, self._debounce_s, extra_files=outside,
+                    max_entries=self._max_entries,
                 )
                 self._watcher.start()
                 self._watcher.sync_watches()
@@ -353,8 +363,21 @@ class MemoryStore:
                         self._state.refresh(root, rel)
                 self._state.refresh_links(root)
             published = self._publish_locked()
+            removed = published[1].removed if published is not None else frozenset()
+            forget = {label: self._state.learned_of(label, removed) for label in self._state.learning} if removed else {}
+        self._forget_removed(forget)  # before subscribers hear of the removal: its words are gone by then
         if published is not None:
             self._notify(*published)
+
+    def _forget_removed(self, forget: dict[str, list[str]]) -> None:
+        """Forget at once what was learned for the memories a snapshot removed whose files are gone (a
+        plain ``rm``): their words leave the learned file now, not at the next learning update."""
+        for label, paths in forget.items():
+            if paths:
+                try:
+                    self._state.learning[label].forget_learning_of_gone(paths)
+                except MemoryStoreError as exc:
+                    _log.warning("memory store: %s", exc)
 
     @staticmethod
     def _notify(subscribers: list[Subscriber], snapshot: Snapshot) -> None:

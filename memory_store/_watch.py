@@ -37,7 +37,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-from memory_store._scan import MAX_FOLDER_DEPTH
+from memory_store._scan import MAX_FOLDER_DEPTH, over_bound
 
 # Events that can change what a memory file holds, or whether it can be read (chmod).
 _EVENT_FILTER = [
@@ -81,8 +81,11 @@ class Watcher:
         on_batch: Callable[[Batch, "Watcher"], None],
         debounce_s: float,
         extra_files: list[str] | tuple[str, ...] = (),
+        max_entries: int | None = None,
     ) -> None:
         self._root_paths = root_paths
+        self._max_entries = max_entries  # a root's folder over it gets no recursive watch (one inotify watch a folder)
+        self._sizes: dict[tuple[str, tuple[int, int]], bool] = {}  # (real path, identity) -> over the bound
         self._extra_files = list(extra_files)  # single files outside the roots (given sidecars), reported as they are
         self._on_batch = on_batch
         self._debounce_s = debounce_s
@@ -149,11 +152,23 @@ class Watcher:
                     fresh.update(path for path, real in self._aliases if real == key[0])
         return fresh
 
+    def _oversized(self, real: str, ident: tuple[int, int]) -> bool:
+        """Whether the root folder ``real`` is over the entry bound: counted once for each folder identity
+        it has (a root retargeted or replaced is a new identity, counted again before it is watched)."""
+        if self._max_entries is None:
+            return False
+        key = (real, ident)
+        if key not in self._sizes:
+            if len(self._sizes) > 4 * len(self._root_paths) + 16:
+                self._sizes.clear()
+            self._sizes[key] = over_bound(real, self._max_entries)
+        return self._sizes[key]
+
     def _wanted_watches(self) -> dict[WatchKey, tuple[int, int]]:
         wanted: dict[WatchKey, tuple[int, int]] = {}
         for path, real in self._aliases:
             ident = _folder_identity(real)
-            if ident is not None:
+            if ident is not None and not self._oversized(real, ident):
                 wanted[(real, True)] = ident  # inotify does not follow a symlinked root: watch its target
             for start in {path, real}:  # the nearest existing ancestor sees the root (re)appear or vanish
                 parent = os.path.dirname(start)

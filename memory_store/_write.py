@@ -17,6 +17,28 @@ _NEW_FILE_MODE = 0o666  # before umask, like open(path, "w")
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+SIDECAR_GITIGNORE = ".gitignore"  # in a root's .recall-kit folder: what is learned there is never committed
+SIDECAR_GITIGNORE_TEXT = b"*\n"
+
+
+def keep_out_of_git(folder_fd: int) -> None:
+    """Give the sidecar folder open at ``folder_fd`` a ``.gitignore`` of ``*`` when it has none, so ``git add -A``
+    in a repository holding the root never commits what was learned from the user's prompts. Written once:
+    one that is there (whatever it holds, the user's if they changed it) is left as it is. Best effort: a
+    folder it cannot be written in still takes the sidecars, as before."""
+    try:
+        os.stat(SIDECAR_GITIGNORE, dir_fd=folder_fd, follow_symlinks=False)
+        return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    try:
+        write_in_folder(folder_fd, SIDECAR_GITIGNORE, SIDECAR_GITIGNORE_TEXT, replace=False, mode=0o600)
+    except OSError:
+        pass  # made meanwhile (FileExistsError), or the folder refuses it: the sidecar's own write says so
+
+
 def write_in_folder(folder_fd: int, name: str, data: bytes, *, replace: bool, mode: int | None = None) -> None:
     """Write ``data`` as ``name`` in the open folder ``folder_fd``: a hidden temp file, fsync, then
     renamed over ``name`` (``replace``) or linked into place (never replaces a file that is there).

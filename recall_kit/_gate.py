@@ -36,9 +36,9 @@ SECOND_SCORE_RATIO = 0.7  # the second document when it scores at least 0.7 of t
 SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
 # Learned words (recall_kit._learn): a head word matched only in them counts LEARNED_HEAD_CREDIT.
 # A document the model left out for a prompt is held for the same prompt or a near repeat: when the
-# prompt's words overlap one of its suppressors by SUPPRESS_OVERLAP (Jaccard). When that is the best
-# document, the prompt stays silent unless a document the model chose for such words (LEARNED_MATCH of
-# the prompt's words among its learned ones) stands behind it. Chosen on folds 0-1 of `recall-kit bench
+# prompt's words overlap one of its suppressors by SUPPRESS_OVERLAP (Jaccard). A suppressor removes its
+# own document from the candidates and nothing else: the documents behind it face the gate as they
+# would without it, so no root's learned file can silence another root's memories (issue 25). Chosen on folds 0-1 of `recall-kit bench
 # replay` (agent-memories and locomo-dev, unenriched; 2026-12-01): on locomo-dev, whose prompts share
 # speakers' names, an overlap of 0.6 cost held-out strict 0.690 -> 0.560 (0.7: 0.619, 0.8: 0.694,
 # 0.9: 0.706) and 0.8 still holds a prompt with one word added; on agent-memories every setting gives
@@ -49,7 +49,6 @@ SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
 # locomo-dev folds 0-1 strict 0.690 -> 0.647 and silence 0.177 -> 0.114 (2026-12-01); not taken.
 LEARNED_HEAD_CREDIT = 1.0
 SUPPRESS_OVERLAP = 0.8
-LEARNED_MATCH = 0.5
 # A document matched in its body only passes when a phrase of the query stands in it word for
 # word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
 MIN_PHRASE_TERMS = 2
@@ -221,7 +220,6 @@ class GateSettings:
     phrase_min_coverage: float = PHRASE_MIN_COVERAGE
     learned_head_credit: float = LEARNED_HEAD_CREDIT
     suppress_overlap: float = SUPPRESS_OVERLAP
-    learned_match: float = LEARNED_MATCH
 
     @property
     def weights(self) -> FeatureWeights:
@@ -236,9 +234,10 @@ class GateSettings:
 
     def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
         """``ranked`` without the documents the model left out for a prompt like this one (``words``:
-        the prompt's, as ``prompt_words`` gives them); nothing when that was the best and no document
-        the model chose for such words stands behind it. (FastHeuristic calls it only when a ranked
-        document has learned something, so a store without learning pays nothing for it.)"""
+        the prompt's, as ``prompt_words`` gives them). Only those: the others keep their places and face
+        the gate as they would have, so a suppressor never silences another memory, of its root or of
+        another. (FastHeuristic calls it only when a ranked document has learned something, so a store
+        without learning pays nothing for it.)"""
         if not words:
             return tuple(ranked)
         kept: list[ScoredDoc] = []
@@ -248,8 +247,6 @@ class GateSettings:
                 break
             if not self._suppressed(scored.doc, words):
                 kept.append(scored)
-        if kept and kept[0] is not ranked[0] and not self._learned_for(kept[0].doc, words):
-            return ()
         return tuple(kept)
 
     def _suppressed(self, doc: MemoryDoc, words: frozenset[str]) -> bool:
@@ -257,10 +254,6 @@ class GateSettings:
         return learned is not None and any(
             len(words & suppressor) >= self.suppress_overlap * len(words | suppressor) for suppressor in learned.suppressors
         )
-
-    def _learned_for(self, doc: MemoryDoc, words: frozenset[str]) -> bool:
-        learned = doc.learned
-        return learned is not None and len(words.intersection(learned.keys)) >= self.learned_match * len(words)
 
     def select(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[ScoredDoc, ...]:
         """At most two documents: the best when confident, the second when also close to it.

@@ -150,7 +150,7 @@ class Learner:
                 if ref not in delivered and words.keys:
                     updates[doc.scope].append(LearningUpdate(doc.path, keys=words.keys, release=words.words))
                     taught.append(ref)
-                elif doc.learned is not None and doc.learned.suppressors:
+                elif doc.learned is not None:  # a suppressor not yet in effect (taught once) is released too
                     updates[doc.scope].append(LearningUpdate(doc.path, release=words.words))  # it was right after all
             for ref, doc in delivered.items():
                 if ref not in chosen:

@@ -81,8 +81,10 @@ HOOK_CONTEXT_MAX_CHARS = 10_000  # Claude Code caps a hook's additionalContext a
 # What any client may make the daemon open: a root set of at most this many folders, holding at
 # most this many files and folders (hidden ones skipped, as the store does; counted up to the
 # limit, never further): five times the largest store the benchmarks run (10,000 memories).
+# DAEMON_MAX_ROOT_ENTRIES is the store's own bound, memory_store.MAX_ROOT_ENTRIES, which the daemon's
+# stores apply again at every rescan and whenever a root's folder changes (read on first use, below:
+# the hook imports this module and needs no part of the store).
 DAEMON_MAX_ROOTS = 16
-DAEMON_MAX_ROOT_ENTRIES = 50_000
 # Root sets open at once: each is a watched store (an inotify instance of the user's 128 and about
 # five threads); opening one more closes the least recently used, and its sessions with it.
 DAEMON_MAX_STORES = 16
@@ -156,3 +158,11 @@ def broad_root_refusal(root: str, home: str | None = None) -> str | None:
     if home_real.startswith(real.rstrip(os.sep) + os.sep):
         return f"root {root} holds the home folder, not a folder of memories"
     return None
+
+
+def __getattr__(name: str) -> int:
+    if name == "DAEMON_MAX_ROOT_ENTRIES":
+        from memory_store import MAX_ROOT_ENTRIES
+
+        return MAX_ROOT_ENTRIES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from memory_store import LEARNED_PATH, LearnedEntry, MemoryStore, MemoryStoreErr
 from recall_kit_cli._format import InputError, error_line
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
-from recall_kit_cli.commands.manage_cmd import find_doc
+from recall_kit_cli.commands.manage_cmd import drop_index_caches, find_doc
 
 _OPT_IN = "learning is opt-in: recall-kit serve --learn, RECALL_KIT_LEARN=1 or learn = true in recall-kit.toml"
 
@@ -55,7 +55,7 @@ def learned(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> None:
         width = max((len(clean(key["term"])) for key in memory["keys"]), default=0)
         echo_rows(f"    {clean(key['term']):<{width}}  {key['count']:>4}  {_when(key['seen'])}" for key in memory["keys"])
     if stale:
-        echo_rows([f"{counted(stale, 'entry', 'entries')} of memories that are gone (dropped at the next update)"])
+        echo_rows([f"{counted(stale, 'entry', 'entries')} of memories not listed now (dropped at the next update once their file is gone; a file that fails to parse keeps its entry)"])
     if problems:
         echo_rows(["problems:", *(f"  {line}" for line in problems)])
 
@@ -71,16 +71,21 @@ def clear(ctx: click.Context, ref: str | None, roots: tuple[str, ...]) -> None:
     Example:
       recall-kit learned clear --root ~/memories
     """
-    with open_store(roots or ctx.obj or ()) as store:
+    given = roots or ctx.obj or ()
+    with open_store(given) as store:
         try:
             if ref is None:
                 removed = store.clear_learning()
-                echo(f"forgot what was learned for {counted(removed, 'memory', 'memories')}")
-                return
-            doc = find_doc(store.snapshot().docs, ref)
-            removed = store.clear_learning(doc.scope, [doc.path])
+            else:
+                doc = find_doc(store.snapshot().docs, ref)
+                removed = store.clear_learning(doc.scope, [doc.path])
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
+        if removed:
+            drop_index_caches(given, [path for _label, path in store.roots])  # the index holds learned words too
+    if ref is None:
+        echo(f"forgot what was learned for {counted(removed, 'memory', 'memories')}")
+        return
     echo(f"forgot what was learned for {clean(doc.ref)}" if removed else f"nothing was learned for {clean(doc.ref)}")
 
 

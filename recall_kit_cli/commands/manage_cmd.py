@@ -12,10 +12,11 @@ from pathlib import Path
 import click
 
 from memory_store import MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError
-from recall_kit import render_memories
+from recall_kit import ConfigError, render_memories
+from recall_kit.cache import clear_cache_files
 from recall_kit_cli._format import InputError
-from recall_kit_cli._output import clean, clean_block, echo, echo_json
-from recall_kit_cli._config_file import open_store, resolve_roots, root_option
+from recall_kit_cli._output import clean, clean_block, echo, echo_json, warn
+from recall_kit_cli._config_file import load, open_store, resolve_roots, root_option
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below the body are kept.\n"
@@ -141,7 +142,20 @@ def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
             if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
                 raise InputError(f"not removed: {doc.ref}")
         try:
-            store.remove(doc.ref)
+            store.remove(doc.ref)  # and what was learned for it, off the disk at once
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
+        drop_index_caches(roots, [path for _label, path in store.roots])
     echo(f"removed {clean(doc.ref)}")
+
+
+def drop_index_caches(given: tuple[str, ...], paths: list[str]) -> None:
+    """Remove the index caches that hold any of ``paths`` (roots): a forgotten memory's words, or what was
+    learned for it, would stay in them until that root set is queried again, or for good. They are
+    rebuilt when next needed. A cache folder that is not ours alone is not used, so it is left; a failure
+    is one warning line."""
+    try:
+        folder = load(roots=given).cache_dir.value
+        clear_cache_files(folder, paths)
+    except (MemoryStoreError, ConfigError, InputError, OSError) as exc:
+        warn(f"index cache not cleared: {exc}")

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Sequence
 
-from memory_store import RecallKitError
+from memory_store import RecallKitError, count_entries
 from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS, broad_root_refusal
 
 
@@ -54,26 +54,3 @@ def check_root_set(
                 f"the roots hold more than {max_entries:,} files and folders, more than a folder of memories would; "
                 f"name the memory folder itself (first too large: {root})"
             )
-
-
-def count_entries(root: str, limit: int) -> int:
-    """The visible files and folders below ``root``, counted until ``limit`` is reached (then ``limit``)."""
-    count = 0
-    pending = [root]
-    while pending:
-        try:
-            with os.scandir(pending.pop()) as listing:
-                for entry in listing:
-                    if entry.name.startswith("."):
-                        continue  # the store skips hidden entries (.git, editor files)
-                    count += 1
-                    if count >= limit:
-                        return limit
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(entry.path)
-                    except OSError:
-                        continue
-        except OSError:
-            continue  # a folder that cannot be listed holds nothing the store would read either
-    return count

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from memory_store import RecallKitError, open_private, private_folder
+from memory_store import MAX_ROOT_ENTRIES, RecallKitError, open_private, private_folder
 from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
 from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
 from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
@@ -82,7 +82,10 @@ class RecallDaemon:
         self.max_sessions = max_sessions
         self._selector_config = selector_config
         self._selector: ModelSelector | None = None
-        self._store_options: dict[str, Any] = {} if debounce_ms is None else {"debounce_ms": debounce_ms}
+        # Every store it opens is bounded again at each rescan: a root checked at open may be retargeted later.
+        self._store_options: dict[str, Any] = {"max_entries": MAX_ROOT_ENTRIES}
+        if debounce_ms is not None:
+            self._store_options["debounce_ms"] = debounce_ms
         self._use_cache = use_cache  # a root set opens from the index cache, as `recall-kit query` does
         self._cache_dir = cache_dir  # the loaded settings' (None: open_recaller's default)
         self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars

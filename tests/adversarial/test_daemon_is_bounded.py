@@ -94,6 +94,41 @@ def test_a_folder_of_memories_with_a_big_git_history_is_still_served(env: Env, d
     assert "memories/projects/ledgerline/deploy.md" in answers[1]["delivery"]["refs"]
 
 
+def _inotify_watches(pid: int) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            count += Path(f"/proc/{pid}/fdinfo/{fd}").read_text().count("inotify wd:")
+        except OSError:
+            pass
+    return count
+
+
+def test_a_root_retargeted_to_a_huge_tree_after_it_was_accepted_is_neither_read_nor_watched(
+    env: Env, daemon: Daemon, tmp_path: Path
+) -> None:
+    small = tmp_path / "small"
+    for n in range(27):
+        (small / f"p{n}").mkdir(parents=True)
+        (small / f"p{n}" / "note.md").write_text(MEMORY.format(n=n))
+    big = tmp_path / "big"
+    for n in range(1_240):  # 1,240 folders of 50 empty files: 63,240 entries
+        os.makedirs(big / f"d{n}")
+        for m in range(50):
+            os.close(os.open(big / f"d{n}" / f"f{m}.txt", os.O_CREAT | os.O_WRONLY, 0o600))
+    link = tmp_path / "mem"
+    link.symlink_to(small, target_is_directory=True)
+    assert _ask(env, _begin("r", [str(link)]))[0] == {"ok": True}
+    status = _status(env)
+    assert [store["docs"] for store in status["stores"]] == [27]
+    watches = _inotify_watches(status["pid"])
+    fresh = link.with_name("mem.new")
+    fresh.symlink_to(big, target_is_directory=True)
+    os.replace(fresh, link)  # accepted at 27 memories, now a tree of 63,240 entries
+    wait_for(lambda: [store["docs"] for store in _status(env)["stores"]] == [0], "the retargeted root to be dropped")
+    assert _inotify_watches(status["pid"]) - watches < 10
+
+
 # --- stores -----------------------------------------------------------------------------------
 
 

@@ -148,7 +148,7 @@ def test_hostile_terms_never_reach_a_doc_or_the_file(root: Path) -> None:
                "x" * (MAX_LEARNED_TERM_CHARS + 1), "y" * 50_000, "", "\ud800", "nul\x00"]
     nested = "[" * 100_000 + "]" * 100_000
     write(root / LEARNED_PATH, "\n".join([
-        json.dumps({"path": "a.md", "keys": [[t, 1, 1.0] for t in hostile], "suppressors": [[hostile, 1, 1.0]]}),
+        json.dumps({"path": "a.md", "keys": [[t, 1, 1.0] for t in hostile], "suppressors": [[hostile, 2, 1.0]]}),
         json.dumps({"path": "b.md", "keys": nested}), '{"path": "b.md", "keys": ' + nested + "}",
     ]) + "\n")
     learned, errors = scan(root)
@@ -255,7 +255,7 @@ def test_a_learned_file_hard_linked_elsewhere_is_replaced_never_appended_to(root
 _OTHER_PROCESS = """
 import sys
 from memory_store import LearningUpdate, MemoryRoot
-MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("a.md", keys=("staging",), suppress=frozenset({"tea"}))])
+MemoryRoot(sys.argv[1]).record_learning([LearningUpdate("a.md", keys=("staging",), suppress=frozenset({"tea"}))] * 2)
 """
 
 

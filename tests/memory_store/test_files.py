@@ -296,7 +296,7 @@ def test_recording_enrichment_writes_the_roots_own_sidecar_and_drops_gone_memori
     assert written == sidecar_path(root) and files.has_sidecar()
     entries, problems = read_enrichment(written)
     assert problems == [] and set(entries) == {"user/tea.md"}
-    assert sorted(os.listdir(root / ".recall-kit")) == ["enrichment.jsonl", "enrichment.jsonl.lock"]
+    assert sorted(os.listdir(root / ".recall-kit")) == [".gitignore", "enrichment.jsonl", "enrichment.jsonl.lock"]
 
 
 def test_recording_enrichment_never_goes_through_a_symlinked_sidecar(files: MemoryRoot, root: Path, outside: Path) -> None:

@@ -345,7 +345,7 @@ def test_concurrent_writers_keep_each_others_entries(tmp_path: Path) -> None:
 def test_docs_carry_what_was_learned_for_their_path_and_none_without(root: Path) -> None:
     write(root / "a.md", memory(name="A"))
     write(root / "b.md", memory(name="B"))
-    MemoryRoot(root).record_learning([LearningUpdate("a.md", keys=("ship",), suppress=frozenset({"tea"}))])
+    MemoryRoot(root).record_learning([LearningUpdate("a.md", keys=("ship",), suppress=frozenset({"tea"}))] * 2)
     snapshot = scan(root)
     assert snapshot.docs["mem/a.md"].learned == Learned(("ship",), (frozenset({"tea"}),))
     assert snapshot.docs["mem/b.md"].learned is None

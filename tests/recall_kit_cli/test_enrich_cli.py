@@ -144,7 +144,7 @@ def test_ctrl_c_keeps_finished_entries_and_writes_no_partial_line(root: Path, se
     assert set(sidecar(root)) == {"db/postgres.md"}
     assert sidecar_path(root).read_bytes().endswith(b"\n") and len(sidecar_path(root).read_bytes().splitlines()) == 1
     # No temporary file left behind; the writers' lock file stays.
-    assert sorted(os.listdir(sidecar_path(root).parent)) == ["enrichment.jsonl", "enrichment.jsonl.lock"]
+    assert sorted(os.listdir(sidecar_path(root).parent)) == [".gitignore", "enrichment.jsonl", "enrichment.jsonl.lock"]
     assert file_bytes(root) == before
     assert server.requests[1].connection_closed.wait(5)  # the in-flight call was cut
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_support import RunCli, assert_one_line_error, json_out
+from cli_support import RunCli, assert_one_line_error, clean_environ, json_out
 from store_helpers import memory, write
 
 from memory_store import LEARNED_PATH, LearningUpdate, MemoryRoot
@@ -25,8 +25,8 @@ def root(tmp_path: Path) -> Path:
         LearningUpdate("sub/tea.md", keys=("sencha",)),
         LearningUpdate("gone.md", keys=("old",)),
     ])
-    files.record_learning([LearningUpdate("deploy.md", keys=("staging",))])
-    return folder
+    files.record_learning([LearningUpdate("deploy.md", keys=("staging",), suppress=frozenset({"general", "question"}))])
+    return folder  # deploy.md's suppressor, taught twice, is in effect
 
 
 def test_learned_json_shows_keys_counts_times_and_suppressors_per_memory(run_cli: RunCli, root: Path) -> None:
@@ -48,7 +48,7 @@ def test_learned_text_lists_each_memory_and_its_keys(run_cli: RunCli, root: Path
     assert lines[1] == "  mem/deploy.md: 2 keys, 1 suppressor"
     assert lines[2].split()[:2] == ["staging", "2"] and lines[3].split()[:2] == ["ship", "1"]
     assert lines[4] == "  mem/sub/tea.md: 1 key, 0 suppressors"
-    assert lines[-1] == "1 entry of memories that are gone (dropped at the next update)"
+    assert lines[-1] == "1 entry of memories not listed now (dropped at the next update once their file is gone; a file that fails to parse keeps its entry)"
 
 
 def test_nothing_learned_says_that_learning_is_opt_in(run_cli: RunCli, tmp_path: Path) -> None:
@@ -115,3 +115,47 @@ def test_learned_json_is_one_object_even_when_terms_are_odd(run_cli: RunCli, roo
     plain = next(m for m in data["memories"] if m["ref"] == "mem/plain.md")
     assert sorted(k["term"] for k in plain["keys"]) == sorted(["naïve", "日本語", "a\"b"])  # markup is never a term
     assert json.loads(run_cli("learned", "--root", str(root), "--json").stdout) == data
+
+
+def test_clear_takes_the_word_out_of_the_index_caches_that_hold_the_root(run_cli: RunCli, root: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = clean_environ(RECALL_KIT_CACHE_DIR=str(cache))
+    other = tmp_path / "other"
+    write(other / "x.md", memory(name="Other"))
+    for folder in (root, other):
+        assert run_cli("query", "staging deploy", "--root", str(folder), "--fast-only", env=env).returncode == 0
+    holding = [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    assert len(holding) == 1 and len(list(cache.glob("index-*.bin"))) == 2
+    result = run_cli("learned", "clear", "--root", str(root), env=env)
+    assert result.returncode == 0, result.stderr
+    assert not [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    assert len(list(cache.glob("index-*.bin"))) == 1  # the other root set's cache stays
+
+
+def test_rm_takes_the_memorys_learned_words_off_the_disk_and_out_of_the_caches(
+    run_cli: RunCli, root: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = clean_environ(RECALL_KIT_CACHE_DIR=str(cache))
+    assert run_cli("query", "green tea", "--root", str(root), "--fast-only", env=env).returncode == 0
+    assert [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+    result = run_cli("rm", "mem/sub/tea.md", "--root", str(root), "--yes", env=env)
+    assert result.returncode == 0, result.stderr
+    assert b"sencha" not in (root / LEARNED_PATH).read_bytes()
+    assert b"staging" in (root / LEARNED_PATH).read_bytes()
+    assert not [path for path in cache.glob("index-*.bin") if b"sencha" in path.read_bytes()]
+
+
+@pytest.mark.parametrize("seen", ["1e20", "-1e20", "1e308", "99999999999999999999999"])
+def test_an_absurd_last_seen_or_count_in_the_file_is_a_clean_table_never_a_traceback(
+    run_cli: RunCli, root: Path, seen: str
+) -> None:
+    with open(root / LEARNED_PATH, "a") as handle:
+        handle.write('{"path":"plain.md","keys":[["planted",1,%s],["huge",1e20,1.0],["big",%s,1.0],["fine",2,1.0]]}\n'
+                     % (seen, "9" * 40))
+    result = run_cli("learned", "--root", str(root))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    plain = next(m for m in json_out(run_cli("learned", "--root", str(root), "--json"))["memories"]
+                 if m["ref"] == "mem/plain.md")
+    assert [(k["term"], k["count"]) for k in plain["keys"]] == [("big", 1_000_000_000), ("fine", 2)]
+    assert "  mem/plain.md: 2 keys, 0 suppressors" in result.stdout.splitlines()

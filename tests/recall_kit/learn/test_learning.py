@@ -82,6 +82,9 @@ def test_a_memory_the_model_left_out_stays_silent_for_the_same_prompt(root: Path
         server.script(Reply.empty())
         assert _turn(recaller, log, FAST_DB_QUERY) == ("mem/db.md",)
         assert _learns(log)[-1].suppressed == ("mem/db.md",)
+        assert _fast(recaller, FAST_DB_QUERY) == ["mem/db.md"]  # one answer alone silences nothing
+        server.script(Reply.empty())
+        assert _turn(recaller, log, FAST_DB_QUERY) == ("mem/db.md",)  # a second agrees
         assert _fast(recaller, FAST_DB_QUERY) == []
         assert _fast(recaller, "postgres pgbouncer settings for atlas please") == []  # a near repeat
         assert _fast(recaller, "alembic migrations for the atlas postgres tables") == ["mem/db.md"]  # another prompt
