@@ -12,20 +12,11 @@ import pytest
 from recall_kit import LearnEvent, Recaller, SelectorConfig, learnable_words, open_recaller
 from recall_kit._telemetry import Telemetry
 from recall_kit.testing import Reply, ScriptedChatServer
-from recall_kit_bench import write_memory
-from session_support import MEMORIES, EventLog
+from session_support import EventLog
 
 ONCALL_PARAPHRASE = "who holds the beeper for the payments folks"  # shares no word with the on-call memory
 FAST_DB_QUERY = "postgres pgbouncer settings for atlas"  # the fast stage answers mem/db.md
 LEARNED = Path(".recall-kit") / "learned.jsonl"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "mem"
-    for path, (name, description, body) in MEMORIES.items():
-        write_memory(folder, path, name, description, body)
-    return folder
 
 
 @pytest.fixture

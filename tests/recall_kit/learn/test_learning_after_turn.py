@@ -17,20 +17,11 @@ from recall_kit._session import AFTER_TURN
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import LEARN_MAX_AFTER_TURN
 from recall_kit.testing import Reply, ScriptedChatServer
-from recall_kit_bench import write_memory
-from session_support import MEMORIES, EventLog
+from session_support import EventLog
 
 ONCALL_PARAPHRASE = "who holds the beeper for the payments folks"  # the fast stage finds nothing for it
 TEA_PARAPHRASE = "what does the colleague sip around four o'clock"  # nor for this one
 LEARNED = Path(".recall-kit") / "learned.jsonl"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "mem"
-    for path, (name, description, body) in MEMORIES.items():
-        write_memory(folder, path, name, description, body)
-    return folder
 
 
 @pytest.fixture
