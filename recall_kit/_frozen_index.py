@@ -1,8 +1,8 @@
 """A read-only index over a saved state (``FieldIndex.state``), in the standard library alone.
 
 What a one-shot process reads a small store's cached index with: it scores from views of the
-cache's bytes as they are, so a query never imports numpy (about half of its start-up: numpy's
-import alone costs more than this scoring does below ``FROZEN_MAX_POSTINGS``). Every score,
+cache's bytes as they are, so a query never imports numpy (numpy's import alone costs more than
+checking and scoring an index of up to ``FROZEN_MAX_POSTINGS`` here). Every score,
 posting and count equals the ``FieldIndex`` restored from the same state, to the last bit: both
 apply ``_bm25``'s formula in the same order. ``thaw`` gives that ``FieldIndex``, to change.
 """
@@ -36,10 +36,11 @@ from recall_kit._bm25 import (
 if TYPE_CHECKING:
     from recall_kit._index import FieldIndex
 
-# Up to this many postings a cached index is scored here; above it, with numpy. Measured by
-# bench/startup.py --frozen-sizes: at 1,000 generated memories (135,000 postings) a cold cached
-# query is 48 ms faster here, at 3,000 (400,000) 9 ms slower.
-FROZEN_MAX_POSTINGS = 250_000
+# Up to this many postings a cached index is read here; above it, with numpy. Checking the state
+# costs about 0.3 ms per 1,000 postings here, numpy's import about 100 ms: `bench/import_time.py
+# --frozen-sizes 27,1000,2000,3000` (cold cached query, medians of 11, load 1.7-2.0) gave 206 / 340,
+# 286 / 369, 341 / 365 and 412 / 388 ms (FrozenIndex / FieldIndex) at 5k, 176k, 353k, 530k postings.
+FROZEN_MAX_POSTINGS = 300_000
 
 
 class FrozenIndex:
@@ -170,12 +171,12 @@ def _view(data: Any, code: Code) -> memoryview:
 
 
 def _check_packed(ptr: memoryview, docs: memoryview, n_keys: int, n_docs: int) -> None:
-    # The rules FieldIndex.from_state checks, in the standard library: run only on small indexes.
-    if len(ptr) != n_keys + 1 or ptr[0] != 0 or ptr[-1] != len(docs) or not all(map(le, ptr[:-1], ptr[1:])):
+    # The rules FieldIndex.from_state checks, in the standard library (on lists: twice as fast as on views).
+    offsets, ids = ptr.tolist(), docs.tolist()
+    if len(offsets) != n_keys + 1 or offsets[0] != 0 or offsets[-1] != len(ids) or not all(map(le, offsets, offsets[1:])):
         raise ValueError("index state: posting offsets do not fit")
-    if len(docs) and max(docs) >= n_docs:  # unsigned: never below 0
+    if ids and max(ids) >= n_docs:  # unsigned: never below 0
         raise ValueError("index state: a posting names no document")
     # Within a key, documents ascend (searched by bisection); they may only fall where a key starts.
-    falls = compress(count(1), map(le, docs[1:], docs[:-1]))
-    if not set(falls) <= set(ptr.tolist()):
+    if not set(compress(count(1), map(le, ids[1:], ids))) <= set(offsets):
         raise ValueError("index state: postings out of order")
