@@ -66,7 +66,7 @@ class FrozenIndex:
         self.terms, self.term_ids = terms, dict(zip(terms, range(len(terms))))
         self.surface_words, self.surface_ids = surfaces, dict(zip(surfaces, range(len(surfaces))))
         self._lengths = _view(state["lengths"], LENGTH_CODE)
-        if len(self._lengths) != n_docs * n_fields:
+        if len(self._lengths) != n_docs * n_fields or (n_docs and min(self._lengths) < 0):
             raise ValueError("index state: field lengths do not fit the documents")
         doc_code = UINT_CODES[state["doc_type"]]
         self._term_ptr, self._term_docs = _view(state["term_ptr"], OFFSET_CODE), _view(state["term_docs"], doc_code)

@@ -326,7 +326,7 @@ class FieldIndex:
             raise ValueError("index state: refs, terms and surfaces must be lists of strings")
         n_docs, n_fields = len(refs), len(index.field_weights)
         lengths = np.frombuffer(state["lengths"], dtype=LENGTH_CODE)
-        if len(lengths) != n_docs * n_fields:
+        if len(lengths) != n_docs * n_fields or (n_docs and int(lengths.min()) < 0):  # lengths divide: never below 0
             raise ValueError("index state: field lengths do not fit the documents")
         doc_type = UINT_CODES[state["doc_type"]]
         postings = _Packed(

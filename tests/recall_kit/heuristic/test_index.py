@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -171,6 +172,7 @@ def _saved_index() -> dict:
         lambda s: {**s, "term_docs": s["term_docs"][::-1]},  # postings out of order
         lambda s: {**s, "term_ptr": s["term_ptr"][:-8]},  # offsets cut short
         lambda s: {**s, "lengths": s["lengths"][:-4]},
+        lambda s: {**s, "lengths": (-1).to_bytes(4, sys.byteorder, signed=True) + s["lengths"][4:]},  # a length below 0
         lambda s: {**s, "refs": ["d0", "d0", "d1"]},  # a ref twice
         lambda s: {**s, "doc_type": "f8"},
     ],
