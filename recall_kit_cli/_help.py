@@ -61,15 +61,16 @@ class HelpFormatter(click.HelpFormatter):
 
     def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
         """The usage line, continued under the first argument when it is long."""
-        head = f"{'Usage: ' if prefix is None else prefix:>{self.current_indent}}{prog}"
+        prefix = "Usage: " if prefix is None else prefix
+        head = f"{prefix:>{self.current_indent}}{prog}"
         if not args:
             self.write(head + "\n")
             return
         width = self.width - self.current_indent
-        if width >= len(head) + 21:
+        if width >= len(head) + 21:  # the arguments fit beside the program's name
             lines = _fill(args, width, head + " ", " " * (len(head) + 1))
         else:
-            indent = " " * (self.current_indent + 4)
+            indent = " " * (max(self.current_indent, len(prefix)) + 4)
             lines = [head, *_fill(args, width, indent, indent)]
         self.write("\n".join(lines) + "\n")
 
