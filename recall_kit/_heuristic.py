@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit._bm25 import ScoringIndex
 from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
 from recall_kit._frozen_index import FrozenIndex
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
@@ -69,7 +68,7 @@ class FastHeuristic:
             raise ValueError(f"field_weights: {len(field_weights)} given, one per field of {FIELDS}")
         from recall_kit._index import FieldIndex  # numpy: a heuristic over a cached index never loads it
 
-        self._start(gate, FieldIndex(tuple(field_weights), b=FIELD_B))
+        self._set_up(gate, FieldIndex(tuple(field_weights), b=FIELD_B))
         if isinstance(source, Snapshot):
             self.apply(source)
         else:
@@ -83,14 +82,14 @@ class FastHeuristic:
         # An index that already reflects ``snapshot`` (restored from the persistent cache); with
         # ``follow``, the store ``snapshot`` came from, whose later snapshots it then takes in.
         heuristic = cls.__new__(cls)
-        heuristic._start(gate, index)
+        heuristic._set_up(gate, index)
         heuristic._docs, heuristic._version = snapshot.docs, snapshot.version
         if follow is not None:
             heuristic._unsubscribe = _follow_weakly(follow, heuristic)
             heuristic.apply(follow.snapshot())  # anything published since ``snapshot`` was taken
         return heuristic
 
-    def _start(self, gate: GateSettings | None, index: FieldIndex | FrozenIndex) -> None:
+    def _set_up(self, gate: GateSettings | None, index: FieldIndex | FrozenIndex) -> None:
         self.gate = gate or GateSettings()
         self._field_weights = index.field_weights
         self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
@@ -107,8 +106,7 @@ class FastHeuristic:
         """The ungated ranking, the gate's evidence for its first two, and documents scored."""
         tokens = query_tokens(query)
         with self._lock:
-            index: ScoringIndex = self._index
-            docs = self._docs
+            index, docs = self._index, self._docs
             slots = query_slots(index, tokens)
             adjacent = adjacent_slots(tokens, slots)
             terms = query_terms(slots)

@@ -6,6 +6,9 @@ Per term and document (Robertson's BM25F, with rank-bm25's BM25Okapi as the one-
     score(d)  = sum over query terms t of  idf(t) * tf~ * (k1 + 1) / (k1 + tf~)
     idf(t)    = log(1 + (N - n_t + 0.5) / (n_t + 0.5))      (never <= 0, unlike BM25Okapi's)
 
+Each step of it is written once, in ``_bm25``, which ``FrozenIndex`` (a read-only twin without
+numpy, for one-shot queries over a small cached index) applies in the same order.
+
 Terms and surface words are integer ids. Postings live in two parts: a packed base (numpy arrays
 sorted by term, then document: built in bulk, saved and loaded as bytes) and a small delta of
 documents added one at a time since. A removed base document is only marked dead. When the delta
