@@ -1,10 +1,10 @@
 """Markdown memory store: parsing, scanning, watching, immutable snapshots, and every read and
 write of a memory file, confined to its root.
 
-The names load on first use: ``from memory_store import RecallKitError`` loads only the error
-classes and ``from memory_store import open_private`` only the private-path helpers (the Claude
-Code hook uses both on every prompt), ``fixup_module_metadata`` only itself (every public module of
-the four packages shows its names with it); any other name loads the whole store.
+Each name loads on first use, with only the module that defines it (and what that one imports):
+``from memory_store import RecallKitError`` loads the error classes alone, ``open_private`` the
+private-path helpers (the Claude Code hook uses both on every prompt), ``parse_memory`` the parser
+without the scanner or the watcher.
 """
 
 from __future__ import annotations
@@ -134,15 +134,13 @@ _EXPORTS: dict[str, str] = {
     "fixup_module_metadata": "memory_store._public",
 }
 __all__ = sorted(_EXPORTS)
-# Loaded on their own: they import nothing beyond the standard library and the errors.
-_LIGHT = frozenset({"memory_store._errors", "memory_store._private", "memory_store._public"})
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'memory_store' has no attribute {name!r}")
-    _load(module if module in _LIGHT else None)
+    _bind(module)
     return globals()[name]
 
 
@@ -150,12 +148,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-def _load(only: str | None) -> None:
-    """Bind the public names of ``only``, or of every module, each shown as ``memory_store.Name``."""
+def _bind(module: str) -> None:
+    """Import ``module`` alone and bind the public names it defines, each shown as ``memory_store.Name``."""
     from memory_store._public import fixup_module_metadata
 
-    namespace = globals()
-    loaded = [name for name, module in _EXPORTS.items() if only is None or module == only]
-    for name in loaded:
-        namespace[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
-    fixup_module_metadata(__name__, namespace, loaded)
+    names = [name for name, home in _EXPORTS.items() if home == module]
+    loaded, namespace = importlib.import_module(module), globals()
+    for name in names:
+        namespace[name] = getattr(loaded, name)
+    fixup_module_metadata(__name__, namespace, names)

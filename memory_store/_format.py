@@ -6,8 +6,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 MAX_SLUG_CHARS = 60
 _NOT_WORD = re.compile(r"[^\w]+", flags=re.UNICODE)
 
@@ -35,6 +33,8 @@ def format_memory(
         fields["usage_scenarios"] = list(usage_scenarios)
     for key, value in (extra or {}).items():
         fields.setdefault(key, value)
+    import yaml  # only a write needs it: reading a store through the index cache does not
+
     front = yaml.safe_dump(fields, allow_unicode=True, sort_keys=False, width=1 << 20)
     return f"---\n{front}---\n{body.rstrip()}\n"
 

@@ -3,44 +3,49 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from memory_store._types import DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc
 from memory_store._errors import MemoryParseError
 
-# libyaml's loader is several times faster; PyYAML builds without it still work.
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_INT_CHARS = 100  # a longer integer is kept as its text: Python refuses to print ints over 4300 digits
 
 
-class _YamlLoader(_BaseLoader):  # type: ignore[misc]
-    """The safe loader, except that a value Python cannot build (2024-02-30, a 5,000-digit int) stays text."""
+@functools.cache
+def _yaml() -> tuple[Any, type]:
+    """PyYAML and our loader, made when the first file is parsed: a query whose memories all come
+    from the index cache parses none, and does not import it."""
+    import yaml
 
+    def timestamp_or_text(loader: Any, node: yaml.ScalarNode) -> Any:
+        try:
+            return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+        except (ValueError, OverflowError):
+            return node.value
 
-def _timestamp_or_text(loader: Any, node: yaml.ScalarNode) -> Any:
-    try:
-        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
-    except (ValueError, OverflowError):
-        return node.value
+    def int_or_text(loader: Any, node: yaml.ScalarNode) -> Any:
+        if len(node.value) > _MAX_INT_CHARS:
+            return node.value
+        try:
+            return yaml.SafeLoader.construct_yaml_int(loader, node)
+        except ValueError:
+            return node.value
 
+    # libyaml's loader is several times faster; PyYAML builds without it still work.
+    base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-def _int_or_text(loader: Any, node: yaml.ScalarNode) -> Any:
-    if len(node.value) > _MAX_INT_CHARS:
-        return node.value
-    try:
-        return yaml.SafeLoader.construct_yaml_int(loader, node)
-    except ValueError:
-        return node.value
+    class YamlLoader(base):  # type: ignore[misc]
+        """The safe loader, except that a value Python cannot build (2024-02-30, a 5,000-digit int) stays text."""
 
+    YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", timestamp_or_text)
+    YamlLoader.add_constructor("tag:yaml.org,2002:int", int_or_text)
+    return yaml, YamlLoader
 
-_YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
-_YamlLoader.add_constructor("tag:yaml.org,2002:int", _int_or_text)
 
 _FENCE = "---"
 _REQUIRED_TEXT_FIELDS = ("name", "description")
@@ -112,9 +117,10 @@ def _split_frontmatter(text: str) -> tuple[str, str]:
 
 
 def _load_frontmatter(front: str) -> dict[str, Any]:
+    yaml, loader = _yaml()
     try:
         _refuse_aliases(front)
-        fields = yaml.load(front, Loader=_YamlLoader)  # noqa: S506 - a safe loader
+        fields = yaml.load(front, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         fields = _plain_key_values(front)
         if fields is None:
@@ -137,7 +143,8 @@ def _refuse_aliases(front: str) -> None:
     """Refuse anchors and aliases before building anything: nested aliases expand exponentially."""
     if "&" not in front and "*" not in front:
         return  # neither can be written without its sigil; most memories skip the token pass
-    for token in yaml.scan(front, Loader=_YamlLoader):
+    yaml, loader = _yaml()
+    for token in yaml.scan(front, Loader=loader):
         if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
             what = "alias" if isinstance(token, yaml.AliasToken) else "anchor"
             line = token.start_mark.line + 2 if token.start_mark is not None else 0

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Union
 
 from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
 from memory_store._learned_format import LearnedEntry, LearningUpdate
@@ -15,7 +15,9 @@ from memory_store._scan import Reuse, Root, is_hidden
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
-from memory_store._watch import Batch, Watcher
+
+if TYPE_CHECKING:
+    from memory_store._watch import Batch, Watcher
 
 RootSpec = Union[str, "os.PathLike[str]", tuple[str, Union[str, "os.PathLike[str]"]]]
 Subscriber = Callable[[Snapshot], None]
@@ -318,6 +320,8 @@ class MemoryStore:
     def _start(self, watch: bool) -> None:
         with self._lock:
             if watch:
+                from memory_store._watch import Watcher  # watchdog and its threads: a one-shot store never loads them
+
                 # Watch first, then scan: a file written in between shows up as an event.
                 given = [files.given_sidecar for files in self._state.enriched.values()]
                 outside = [str(path) for path in given if path is not None]

@@ -18,8 +18,9 @@ selector's steps without HTTP), ``recall_kit.turns`` (observed turns, for tools 
 ``recall_kit.cache`` (the index cache's files, as ``recall-kit cache`` lists and clears them).
 The ``_`` modules may change freely.
 
-The names load on first use, so ``import recall_kit.limits`` (the hook does it on every prompt)
-does not load the engine.
+Each name loads on first use, with only the module that defines it: ``import recall_kit.limits``
+(the hook does it on every prompt) does not load the engine, and ``from recall_kit import
+ConfigError`` loads the errors alone.
 """
 
 from __future__ import annotations
@@ -152,9 +153,10 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
+    module = _EXPORTS.get(name)
+    if module is None:
         raise AttributeError(f"module 'recall_kit' has no attribute {name!r}")
-    _load_all()
+    _bind(module)
     return globals()[name]
 
 
@@ -162,11 +164,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-def _load_all() -> None:
-    """Bind every public name, each class and function shown as ``recall_kit.Name``."""
+def _bind(module: str) -> None:
+    """Import ``module`` alone and bind the public names it defines, each shown as ``recall_kit.Name``."""
     from memory_store import fixup_module_metadata
 
-    namespace = globals()
-    for name, module in _EXPORTS.items():
-        namespace[name] = getattr(importlib.import_module(module), name)
-    fixup_module_metadata(__name__, namespace, _EXPORTS)
+    names = [name for name, home in _EXPORTS.items() if home == module]
+    loaded, namespace = importlib.import_module(module), globals()
+    for name in names:
+        namespace[name] = getattr(loaded, name)
+    fixup_module_metadata(__name__, namespace, names)

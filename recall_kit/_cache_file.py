@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_store import (
     Enrichment,
@@ -51,10 +51,12 @@ from memory_store import (
     private_folder,
     private_lock,
 )
-from recall_kit._index import FieldIndex
 from recall_kit._settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # its public name is recall_kit.CACHE_DIR_ENV
 from recall_kit._settings import environment_setting
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
+
+if TYPE_CHECKING:
+    from recall_kit._index import FieldIndex
 
 FORMAT_VERSION = 8  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"

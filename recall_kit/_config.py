@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from recall_kit._config_files import TRUST_LABELS, SettingsFiles, TrustState
 from recall_kit._errors import ConfigError
 from recall_kit._secrets import Redactor, clean_api_key, display_url, split_url_credentials
@@ -75,6 +73,8 @@ class SelectorConfig:
 def check_base_url(url: str, origin: str) -> str:
     """``url`` when an HTTP client can use it (http or https, a host, a port from 1 to 65535);
     otherwise ConfigError in one line naming ``origin`` and the URL, its credentials masked."""
+    import httpx  # only a configured endpoint needs it: settings without one load no HTTP client
+
     shown = display_url(url)
     try:
         parsed = httpx.URL(url)

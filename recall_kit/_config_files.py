@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -71,6 +70,8 @@ def _read_bounded(f: Any, path: str | os.PathLike[str]) -> bytes:
 
 
 def _parse(path: Path, raw: bytes) -> ConfigFile:
+    import tomllib  # only a folder with a config file needs it
+
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text)

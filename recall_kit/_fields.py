@@ -7,13 +7,15 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memory_store import MemoryDoc
-from recall_kit._corpus import Corpus, analyse_corpus
-from recall_kit._index import B, FieldIndex
+from recall_kit._bm25 import B
 from recall_kit._tokenize import analyze_terms
+
+if TYPE_CHECKING:  # building an index loads numpy; reading a cached one (FrozenIndex) does not
+    from recall_kit._corpus import Corpus
+    from recall_kit._index import FieldIndex
 
 # Field order in the index (the body last); the head fields say what a memory is "about".
 # The frontmatter's keywords and usage_scenarios (the author's) are kept apart from the enrichment
@@ -59,6 +61,9 @@ def learned_stem(term: str) -> str | None:
 
 def build_index(docs: Mapping[str, MemoryDoc], field_weights: Sequence[float] = FIELD_WEIGHTS) -> FieldIndex:
     """A FieldIndex of ``docs``, analysed and packed in one pass."""
+    from recall_kit._corpus import analyse_corpus
+    from recall_kit._index import FieldIndex
+
     refs = sorted(docs)
     texts = [doc_texts(docs[ref]) for ref in refs]
     return FieldIndex.from_corpus(field_weights, _stem_learned(analyse_corpus(refs, texts, len(FIELDS))), b=FIELD_B)
@@ -96,6 +101,8 @@ def _stem_learned(corpus: Corpus) -> Corpus:
     docs, ids = corpus.field_tokens[LEARNED_FIELD]
     if not LEARNED_STEM_CHARS or not len(ids):
         return corpus
+    import numpy as np
+
     terms = list(corpus.terms)
     mapped = np.arange(len(terms), dtype=np.int64)
     added: dict[str, int] = {}

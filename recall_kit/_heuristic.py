@@ -13,17 +13,19 @@ import weakref
 from array import array
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
+from recall_kit._frozen_index import FrozenIndex
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
-from recall_kit._index import FieldIndex
 from recall_kit._kinds import Strategy
 from recall_kit._query import adjacent_slots, doc_evidence, prompt_words, query_slots, query_terms, query_tokens
 from recall_kit._tokenize import analyze_terms
 from recall_kit.limits import MAX_FAST_DOCS, RANKED_LIMIT
 
+if TYPE_CHECKING:
+    from recall_kit._index import FieldIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,10 @@ class SnapshotSource(Protocol):
 class FastHeuristic:
     """Deterministic lexical recall over a store (kept current) or a fixed snapshot."""
 
+    gate: GateSettings
+    _index: FieldIndex | FrozenIndex  # a FrozenIndex only until the first change
+    _unsubscribe: Callable[[], object] | None
+
     def __init__(
         self,
         source: SnapshotSource | Snapshot,
@@ -60,15 +66,9 @@ class FastHeuristic:
         """Index ``source`` (and follow it, if a store); ``field_weights``: one per field of tuning.FIELDS."""
         if len(field_weights) != len(FIELDS):
             raise ValueError(f"field_weights: {len(field_weights)} given, one per field of {FIELDS}")
-        self.gate = gate or GateSettings()
-        self._field_weights = tuple(field_weights)
-        self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
-        self._update_lock = threading.Lock()  # serialises updates; never taken by a query
-        self._index = FieldIndex(self._field_weights, b=FIELD_B)
-        self._docs: Mapping[str, MemoryDoc] = {}
-        self._pairs: dict[str, array[int]] = {}  # ref -> its body's adjacent pairs (filled lazily from a cache)
-        self._version = -1
-        self._unsubscribe: Callable[[], object] | None = None
+        from recall_kit._index import FieldIndex  # numpy: a heuristic over a cached index never loads it
+
+        self._set_up(gate, FieldIndex(tuple(field_weights), b=FIELD_B))
         if isinstance(source, Snapshot):
             self.apply(source)
         else:
@@ -77,16 +77,28 @@ class FastHeuristic:
 
     @classmethod
     def _from_index(
-        cls, snapshot: Snapshot, index: FieldIndex, *, gate: GateSettings | None = None, follow: SnapshotSource | None = None
+        cls, snapshot: Snapshot, index: FieldIndex | FrozenIndex, *, gate: GateSettings | None = None, follow: SnapshotSource | None = None
     ) -> FastHeuristic:
         # An index that already reflects ``snapshot`` (restored from the persistent cache); with
         # ``follow``, the store ``snapshot`` came from, whose later snapshots it then takes in.
-        heuristic = cls(Snapshot.build(0, {}, ()), gate=gate, field_weights=index.field_weights)
-        heuristic._index, heuristic._docs, heuristic._version = index, snapshot.docs, snapshot.version
+        heuristic = cls.__new__(cls)
+        heuristic._set_up(gate, index)
+        heuristic._docs, heuristic._version = snapshot.docs, snapshot.version
         if follow is not None:
             heuristic._unsubscribe = _follow_weakly(follow, heuristic)
             heuristic.apply(follow.snapshot())  # anything published since ``snapshot`` was taken
         return heuristic
+
+    def _set_up(self, gate: GateSettings | None, index: FieldIndex | FrozenIndex) -> None:
+        self.gate = gate or GateSettings()
+        self._field_weights = index.field_weights
+        self._lock = threading.Lock()  # guards _index and _docs; held while scoring or applying
+        self._update_lock = threading.Lock()  # serialises updates; never taken by a query
+        self._index = index
+        self._docs: Mapping[str, MemoryDoc] = {}
+        self._pairs: dict[str, array[int]] = {}  # ref -> its body's adjacent pairs (filled lazily from a cache)
+        self._version = -1
+        self._unsubscribe = None
 
     def rank(
         self, query: str, *, exclude: Collection[str] = ()
@@ -140,11 +152,14 @@ class FastHeuristic:
                 fields = {ref: doc_fields(snapshot.docs[ref]) for ref in refs if ref in snapshot.docs}
                 pairs = {ref: body_pairs(terms[BODY_FIELD]) for ref, (terms, _) in fields.items()}
                 with self._lock:
-                    for ref in sorted(snapshot.removed):
-                        self._index.remove(ref)
-                        self._pairs.pop(ref, None)
-                    for ref, (terms, surfaces) in fields.items():
-                        self._index.add(ref, terms, surfaces)
+                    if fields or snapshot.removed:
+                        if isinstance(self._index, FrozenIndex):  # read from the cache; to change, a FieldIndex
+                            self._index = self._index.thaw()
+                        for ref in sorted(snapshot.removed):
+                            self._index.remove(ref)
+                            self._pairs.pop(ref, None)
+                        for ref, (terms, surfaces) in fields.items():
+                            self._index.add(ref, terms, surfaces)
                     self._pairs.update(pairs)
                     self._docs = snapshot.docs
                     self._version = snapshot.version

@@ -6,6 +6,9 @@ Per term and document (Robertson's BM25F, with rank-bm25's BM25Okapi as the one-
     score(d)  = sum over query terms t of  idf(t) * tf~ * (k1 + 1) / (k1 + tf~)
     idf(t)    = log(1 + (N - n_t + 0.5) / (n_t + 0.5))      (never <= 0, unlike BM25Okapi's)
 
+Each step of it is written once, in ``_bm25``, which ``FrozenIndex`` (a read-only twin without
+numpy, for one-shot queries over a small cached index) applies in the same order.
+
 Terms and surface words are integer ids. Postings live in two parts: a packed base (numpy arrays
 sorted by term, then document: built in bulk, saved and loaded as bytes) and a small delta of
 documents added one at a time since. A removed base document is only marked dead. When the delta
@@ -17,48 +20,37 @@ the query's terms, vectorised over all of them at once. The index is not thread-
 
 from __future__ import annotations
 
-import heapq
-import math
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from recall_kit._bm25 import (
+    B,
+    K1,
+    LENGTH_CODE,
+    OFFSET_CODE,
+    UINT_CODES,
+    Hit,
+    Posting,
+    QueryTerm,
+    Shelves,
+    best_hits,
+    bm25_idf,
+    field_tf,
+    length_norms,
+    saturated,
+    term_factor,
+)
 from recall_kit._corpus import Corpus
 
-K1 = 1.2  # Lucene's default (rank-bm25 uses 1.5; the pin test passes k1 through)
-B = 0.75  # the usual default, in rank-bm25 and Lucene alike
-
-Posting = tuple[int, ...]  # term frequency in each field
 # The delta is folded into the base past this many postings or 1/8 of the base's, whichever is more:
 # a query converts the delta's postings of its terms in Python, a fold costs about 0.1 s per 1M postings.
 COMPACT_MIN_POSTINGS = 20_000
 COMPACT_SHARE = 8
-
-
-def bm25_idf(n_docs: int, doc_freq: int) -> float:
-    """Non-negative idf: a term in every document still counts a little (BM25Okapi's goes <= 0)."""
-    return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTerm:
-    """A term to score, with its weight in the query (1.0 exact, less for a typo expansion)."""
-
-    term: str
-    weight: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One scored document: its ref and score."""
-
-    ref: str
-    score: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +119,7 @@ class FieldIndex:
         self._delta_surfaces: dict[int, dict[int, None]] = {}  # surface id -> doc ids
         self._delta_docs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # doc id -> term, surface ids
         self._delta_postings = 0
-        self._buckets: _Shelves | None = None  # surface words by first character and length, built on first use
+        self._buckets: Shelves | None = None  # surface words by first character and length, built on first use
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -318,14 +310,14 @@ class FieldIndex:
             "refs": self.refs,
             "terms": self.terms,
             "surfaces": self.surface_words,
-            "lengths": self._lengths[: len(self.refs)].astype(np.int32).tobytes(),
+            "lengths": self._lengths[: len(self.refs)].astype(LENGTH_CODE).tobytes(),
             "doc_type": (doc_type := _smallest_uint(np.array([len(self.refs)]))),
-            "term_ptr": self._base.ptr.tobytes(),
-            "term_docs": self._base.docs.astype(doc_type).tobytes(),
+            "term_ptr": self._base.ptr.astype(OFFSET_CODE).tobytes(),
+            "term_docs": self._base.docs.astype(UINT_CODES[doc_type]).tobytes(),
             "term_tfs_type": (tfs_type := _smallest_uint(self._base.values)),
-            "term_tfs": self._base.values.astype(tfs_type).tobytes(),
-            "surface_ptr": self._base_surfaces.ptr.tobytes(),
-            "surface_docs": self._base_surfaces.docs.astype(doc_type).tobytes(),
+            "term_tfs": self._base.values.astype(UINT_CODES[tfs_type]).tobytes(),
+            "surface_ptr": self._base_surfaces.ptr.astype(OFFSET_CODE).tobytes(),
+            "surface_docs": self._base_surfaces.docs.astype(UINT_CODES[doc_type]).tobytes(),
         }
 
     @classmethod
@@ -336,17 +328,17 @@ class FieldIndex:
         if not all(isinstance(part, list) and set(map(type, part)) <= {str} for part in (refs, terms, surfaces)):
             raise ValueError("index state: refs, terms and surfaces must be lists of strings")
         n_docs, n_fields = len(refs), len(index.field_weights)
-        lengths = np.frombuffer(state["lengths"], dtype=np.int32)
-        if len(lengths) != n_docs * n_fields:
+        lengths = np.frombuffer(state["lengths"], dtype=LENGTH_CODE)
+        if len(lengths) != n_docs * n_fields or (n_docs and int(lengths.min()) < 0):  # lengths divide: never below 0
             raise ValueError("index state: field lengths do not fit the documents")
-        doc_type = _UINT_TYPES[state["doc_type"]]
+        doc_type = UINT_CODES[state["doc_type"]]
         postings = _Packed(
-            np.frombuffer(state["term_ptr"], dtype=np.int64),
+            np.frombuffer(state["term_ptr"], dtype=OFFSET_CODE),
             np.frombuffer(state["term_docs"], dtype=doc_type),
-            np.frombuffer(state["term_tfs"], dtype=_UINT_TYPES[state["term_tfs_type"]]).reshape(-1, n_fields),
+            np.frombuffer(state["term_tfs"], dtype=UINT_CODES[state["term_tfs_type"]]).reshape(-1, n_fields),
         )
         surface_docs = _Packed(
-            np.frombuffer(state["surface_ptr"], dtype=np.int64), np.frombuffer(state["surface_docs"], dtype=doc_type), None
+            np.frombuffer(state["surface_ptr"], dtype=OFFSET_CODE), np.frombuffer(state["surface_docs"], dtype=doc_type), None
         )
         _check_packed(postings, len(terms), n_docs)
         _check_packed(surface_docs, len(surfaces), n_docs)
@@ -389,10 +381,8 @@ class FieldIndex:
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
         if self._buckets is None:
-            self._buckets = _Shelves(self.surface_words)
-        if isinstance(lengths, range) and lengths.step == 1:
-            return self._buckets.between(first, lengths.start, lengths.stop - 1)
-        return [word for length in lengths for word in self._buckets.between(first, length, length)]
+            self._buckets = Shelves(self.surface_words)
+        return self._buckets.candidates(first, lengths)
 
     def surface_doc_count(self, word: str) -> int:
         """How many documents hold ``word`` as a surface word."""
@@ -425,13 +415,13 @@ class FieldIndex:
                 continue
             id_parts.append(ids)
             tf_parts.append(tfs)
-            factors.append(bm25_idf(n, len(ids)) * qterm.weight * (self.k1 + 1.0))
+            factors.append(term_factor(n, len(ids), qterm.weight, self.k1))
             counts.append(len(ids))
         if not id_parts:
             return [], 0
         ids = np.concatenate(id_parts)
         tf = self._field_tf(ids, np.concatenate(tf_parts), n)
-        partial = np.repeat(np.array(factors), counts) * tf / (self.k1 + tf)
+        partial = saturated(np.repeat(np.array(factors), counts), tf, self.k1)
         # bincount adds in input order, so each document sums its terms in query order, from 0.0.
         scores = np.bincount(ids, weights=partial, minlength=len(self.refs))
         touched = np.flatnonzero(scores)
@@ -440,15 +430,14 @@ class FieldIndex:
             # Keep every document tied with the limit-th score, so the ref tie-break decides.
             cutoff = np.partition(scores[touched], scanned - limit)[scanned - limit]
             touched = touched[scores[touched] >= cutoff]
-        refs = self.refs
-        best = heapq.nsmallest(limit, zip((-scores[touched]).tolist(), [refs[i] for i in touched.tolist()]))
-        return [Hit(ref, -negative) for negative, ref in best], scanned  # type: ignore[arg-type]
+        refs = cast("list[str]", self.refs)  # a scored document is alive: its ref is set
+        return best_hits(zip(scores[touched].tolist(), [refs[i] for i in touched.tolist()]), limit), scanned
 
     def _field_tf(self, ids: np.ndarray, tfs: np.ndarray, n: int) -> np.ndarray:
         """tf~ of each posting: its field frequencies, weighted and length-normalised, summed."""
         # Field by field in order, as the formula reads: a field a term is absent from adds exactly 0.0.
-        b_over_avg = np.array([b / (total / n) if total else 0.0 for b, total in zip(self._field_b, self.total_lengths)])
-        parts = self._weights * tfs / ((1.0 - self._field_b) + b_over_avg * self._lengths[ids])
+        keep, per_length = length_norms(self._field_b.tolist(), self.total_lengths, n)
+        parts = field_tf(self._weights, tfs, np.array(keep), np.array(per_length), self._lengths[ids])
         tf: np.ndarray = parts[:, 0].copy()
         for field in range(1, parts.shape[1]):
             tf += parts[:, field]
@@ -480,9 +469,6 @@ def _runs(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray]:
     keys = np.sort(keys)
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))[: len(keys)]
     return keys[starts].astype(np.int64), np.diff(np.append(starts, len(keys)))
-
-
-_UINT_TYPES = {"u1": np.uint8, "u2": np.uint16, "u4": np.uint32}
 
 
 def _smallest_uint(values: np.ndarray) -> str:
@@ -519,27 +505,3 @@ def _check_packed(packed: _Packed, n_keys: int, n_docs: int) -> None:
     at = np.minimum(np.searchsorted(ptr, falls), len(ptr) - 1)  # (np.isin would import numpy.ma: 30 ms)
     if len(falls) and not np.array_equal(ptr[at], falls):
         raise ValueError("index state: postings out of order")
-
-
-class _Shelves:
-    """Words by first character, each shelf sorted by length: a run of lengths is one list slice."""
-
-    def __init__(self, words: Iterable[str]) -> None:
-        grouped: dict[str, list[str]] = {}
-        for word in words:
-            grouped.setdefault(word[:1], []).append(word)
-        self._words = {first: sorted(shelf, key=len) for first, shelf in grouped.items()}
-        self._lengths = {first: [len(word) for word in shelf] for first, shelf in self._words.items()}
-
-    def add(self, word: str) -> None:
-        words, lengths = self._words.setdefault(word[:1], []), self._lengths.setdefault(word[:1], [])
-        at = bisect_right(lengths, len(word))
-        words.insert(at, word)
-        lengths.insert(at, len(word))
-
-    def between(self, first: str, shortest: int, longest: int) -> list[str]:
-        """The words starting with ``first`` of ``shortest`` to ``longest`` characters."""
-        lengths = self._lengths.get(first)
-        if not lengths:
-            return []
-        return self._words[first][bisect_left(lengths, shortest) : bisect_right(lengths, longest)]

@@ -22,14 +22,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_store import DeferredDoc, MemoryStore, MemoryStoreError, Snapshot, UnsafePathError
 from recall_kit._config import SelectorConfig
-from recall_kit._enricher import Enricher
 from recall_kit._errors import UsageError
 from recall_kit._recaller import Opened, Recaller
-from recall_kit._selector import ModelSelector
 from recall_kit._settings import environment_setting
 from recall_kit._stages import INITIAL_WAIT_MS
 from recall_kit._telemetry import Telemetry
@@ -51,8 +49,13 @@ from recall_kit._cache_file import (
     usable_cache,
 )
 from recall_kit._fields import FIELD_B, FIELD_WEIGHTS, build_index, doc_fields
+from recall_kit._frozen_index import FROZEN_MAX_POSTINGS, FrozenIndex
 from recall_kit._heuristic import FastHeuristic
-from recall_kit._index import FieldIndex
+
+if TYPE_CHECKING:  # imported when needed: a fast-only process loads no HTTP client, a cached small store no numpy
+    from recall_kit._enricher import Enricher
+    from recall_kit._index import FieldIndex
+    from recall_kit._selector import ModelSelector
 
 _log = logging.getLogger(__name__)
 
@@ -94,7 +97,7 @@ def open_indexed(
         return IndexedStore(snapshot, FastHeuristic(snapshot), 0, None)
     path, cached = opened
     with _collector_paused():
-        store, snapshot, index, reused = _open_cached(roots, path, cached, {"watch": False})
+        store, snapshot, index, reused = _open_cached(roots, path, cached, {"watch": False}, read_only=True)
     store.close()
     return IndexedStore(snapshot, FastHeuristic._from_index(snapshot, index), reused, path)
 
@@ -167,9 +170,11 @@ def _open_cache(
 
 
 def _open_cached(
-    roots: Sequence[str | os.PathLike[str]], path: Path, cached: Cached | None, store_options: dict[str, Any]
-) -> tuple[MemoryStore, Snapshot, FieldIndex, int]:
-    """The store opened through the cache, its first snapshot, the index for it and how many docs were reused."""
+    roots: Sequence[str | os.PathLike[str]], path: Path, cached: Cached | None, store_options: dict[str, Any],
+    *, read_only: bool = False,
+) -> tuple[MemoryStore, Snapshot, FieldIndex | FrozenIndex, int]:
+    """The store opened through the cache, its first snapshot, the index for it and how many docs
+    were reused; ``read_only``: the index will never change (a one-shot snapshot)."""
     files: dict[str, Any] = cached.table["files"] if cached else {}
     raw = cached.sections if cached else memoryview(b"")
     returned: dict[str, Kept] = {}  # ref -> each doc handed to the store
@@ -198,7 +203,7 @@ def _open_cached(
         if cached is not None and not cached.check.passed():  # nothing from the sections has been looked at yet
             _log.warning("recall-kit: index cache failed its checksum, rebuilding: %s", path)
             store.close()
-            return _open_cached(roots, path, None, store_options)
+            return _open_cached(roots, path, None, store_options, read_only=read_only)
         # a sidecar can change while the memory file does not: such a doc is re-analysed
         enriched, learned = snapshot.enrichments(), snapshot.learned()
         kept = {
@@ -206,10 +211,10 @@ def _open_cached(
             if sidecars_key(enriched.get(ref), learned.get(ref)) == found[1][SIDECARS]
         }
         reused = kept.keys() & snapshot.docs.keys()
-        index, changed = _index_for(snapshot, cached, reused)
-        if changed:
+        index, changed = _index_for(snapshot, cached, reused, read_only=read_only)
+        if changed is not None:
             try:
-                save(path, roots, snapshot, index, kept)
+                save(path, roots, snapshot, changed, kept)
             except (OSError, MemoryStoreError) as exc:
                 _log.warning("recall-kit: index cache not written (%s): %s", path, exc)
         else:
@@ -233,29 +238,46 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _index_for(snapshot: Snapshot, cached: Cached | None, reused: Set[str]) -> tuple[FieldIndex, bool]:
-    # The cached index brought to the snapshot: unchanged docs kept, changed and new ones re-analysed.
-    index = None
+def _index_for(
+    snapshot: Snapshot, cached: Cached | None, reused: Set[str], *, read_only: bool
+) -> tuple[FieldIndex | FrozenIndex, FieldIndex | None]:
+    # The cached index brought to the snapshot (unchanged docs kept, changed and new ones re-analysed),
+    # and that index again when it changed (to save). Read-only, unchanged and small, it is read
+    # without numpy (FrozenIndex); else as a FieldIndex.
+    index: FieldIndex | FrozenIndex | None = None
     if cached is not None:
         table, raw = cached.table, cached.sections
         try:
             arrays = {key: raw[offset : offset + length] for key, (offset, length) in table["arrays"].items()}
-            index = FieldIndex.from_state({**table["index"], **arrays})
+            state = {**table["index"], **arrays}
+            refs = state["refs"]
+            held = set(refs) if isinstance(refs, list) and set(map(type, refs)) <= {str} else set()
+            as_is = read_only and held == reused == snapshot.docs.keys()
+            if as_is and FrozenIndex.postings_in(state) <= FROZEN_MAX_POSTINGS:
+                index = FrozenIndex(state)
+            else:
+                from recall_kit._index import FieldIndex
+
+                index = FieldIndex.from_state(state)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             _log.warning("recall-kit: index cache ignored: %s", exc)
     if index is None or index.field_weights != FIELD_WEIGHTS or index.b != FIELD_B:
-        return build_index(snapshot.docs), True
+        built = build_index(snapshot.docs)
+        return built, built
+    if isinstance(index, FrozenIndex):
+        return index, None
     unchanged = index.ids.keys() & reused  # reused: refs of the snapshot whose cached entry still holds
     stale = sorted(index.ids.keys() - unchanged)
     fresh = sorted(snapshot.docs.keys() - unchanged)
     if len(fresh) > max(64, len(snapshot.docs) // 4):  # mostly changed: a packed build is faster
-        return build_index(snapshot.docs), True
+        built = build_index(snapshot.docs)
+        return built, built
     for ref in stale:
         index.remove(ref)
     for ref in fresh:
         terms, surfaces = doc_fields(snapshot.docs[ref])
         index.add(ref, terms, surfaces)
-    return index, bool(stale or fresh)
+    return index, index if stale or fresh else None
 
 
 def open_recaller(
@@ -314,8 +336,16 @@ def open_recaller(
             indexed = open_indexed(roots, use_cache=use_cache, cache_dir=cache_dir)
             store, heuristic, reused, cache_file = indexed.snapshot, indexed.heuristic, indexed.reused, indexed.cache_file
         closers.append(heuristic.close)
-        made_selector = ModelSelector.from_config(selector) if isinstance(selector, SelectorConfig) else None
-        enricher = Enricher.from_config(enrich) if isinstance(enrich, SelectorConfig) else enrich
+        made_selector = None
+        enricher = enrich if not isinstance(enrich, SelectorConfig) else None
+        if isinstance(selector, SelectorConfig):
+            from recall_kit._selector import ModelSelector
+
+            made_selector = ModelSelector.from_config(selector)
+        if isinstance(enrich, SelectorConfig):
+            from recall_kit._enricher import Enricher
+
+            enricher = Enricher.from_config(enrich)
         if enricher is not None and not isinstance(store, MemoryStore):
             raise UsageError("background enrichment needs a watched store: open the roots with watch=True")
         return Recaller(

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 class FastStage(Protocol):
     """The fast stage a session runs first: a FastHeuristic, or anything that ranks like one."""
 
-    def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult: ...
+    def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
+        """Rank the memories for ``query`` (leaving out ``exclude``) and gate the ranking; never blocks on I/O."""
+        ...
 
 
 class Selector(Protocol):
@@ -30,6 +32,10 @@ class Selector(Protocol):
         *,
         preferred: Sequence[MemoryDoc] = (),
         fallback: Sequence[MemoryDoc] = (),
-    ) -> Selection: ...
+    ) -> Selection:
+        """Choose among ``candidates`` for ``query``; on any failure, ``fallback`` with the reason, never an exception."""
+        ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close what the selector holds (its HTTP client); called once, on the loop that used it."""
+        ...

@@ -8,12 +8,9 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rapidfuzz import process
-from rapidfuzz.distance import OSA
-
 from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair, learned_stem
 from recall_kit._gate import Evidence, SlotMatch
-from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
+from recall_kit._bm25 import QueryTerm, ScoringIndex, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
 from recall_kit.limits import QUERY_HEAD_TOKENS, QUERY_TAIL_TOKENS, clip_prompt
 
@@ -78,7 +75,7 @@ def is_generic(word: str) -> bool:
     return word in GENERIC_WORDS
 
 
-def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
+def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
     """The query's distinct words as ``index`` sees them; a word no document holds may match as a typo."""
     n = len(index)
     slots: list[QuerySlot] = []
@@ -107,7 +104,7 @@ def query_slots(index: FieldIndex, tokens: list[Token]) -> list[QuerySlot]:
     return slots
 
 
-def _by_start(index: FieldIndex, term: str, df: int) -> tuple[QueryTerm, ...]:
+def _by_start(index: ScoringIndex, term: str, df: int) -> tuple[QueryTerm, ...]:
     """The learned field's match for ``term`` by its start (one term lookup), weighed at most as
     rare as the word itself and the learned words it stands for together."""
     start = learned_stem(term)
@@ -140,7 +137,7 @@ def adjacent_slots(tokens: list[Token], slots: list[QuerySlot]) -> list[tuple[in
 
 
 def doc_evidence(
-    index: FieldIndex,
+    index: ScoringIndex,
     slots: list[QuerySlot],
     ref: str,
     adjacent: Sequence[tuple[int, int]] = (),
@@ -216,13 +213,16 @@ def _cjk_words(slots: Sequence[QuerySlot], matched: Sequence[bool]) -> list[floa
     return words
 
 
-def _typo_expansions(index: FieldIndex, surface: str) -> tuple[QueryTerm, ...]:
+def _typo_expansions(index: ScoringIndex, surface: str) -> tuple[QueryTerm, ...]:
     if len(surface) < TYPO_MIN_LENGTH or not surface.isalpha():
         return ()
     max_edits = TYPO_MAX_EDITS_LONG if len(surface) >= TYPO_LONG_WORD else TYPO_MAX_EDITS
     # Typos rarely hit the first letter; bucketing by it keeps this cheap at 50,000 documents.
     lengths = range(len(surface) - max_edits, len(surface) + max_edits + 1)
     candidates = index.surface_candidates(surface[0], lengths)
+    from rapidfuzz import process  # imported here: only a long word that no memory holds needs it
+    from rapidfuzz.distance import OSA
+
     found = process.extract(
         surface, candidates, scorer=OSA.distance, score_cutoff=max_edits, limit=None
     )

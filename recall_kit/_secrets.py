@@ -12,10 +12,12 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from recall_kit._errors import ConfigError
+
+if TYPE_CHECKING:
+    import httpx
 
 MASK = "***"
 FRAGMENT = 8  # a shorter run matching part of a key is too common to mean anything
@@ -94,6 +96,9 @@ class UrlParts:
 
 
 def split_url_credentials(url: str) -> UrlParts:
+    """``url`` taken apart as httpx parses it (found by hand when it cannot)."""
+    import httpx  # only a configured endpoint needs it: learning's scrubbing loads no HTTP client
+
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):

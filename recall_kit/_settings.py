@@ -16,7 +16,6 @@ the base_url it names receives nothing (``SelectorConfig.refusal``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -295,6 +294,8 @@ def unknown_keys(file: ConfigFile | None, *, user: bool) -> list[str]:
             spelled = f"[{table}] {key}" if table else key
             if spelled in declared or (not table and (key in _TABLES or (user and key == "trusted"))):
                 continue
+            import difflib  # only a file with a misspelt key needs it
+
             if not table and isinstance(section[key], dict):  # a table of its own: [selectr]
                 close = [f"[{t}]" for t in difflib.get_close_matches(key, sorted(_TABLES - {""}), n=1, cutoff=0.6)]
                 what = f"table [{key}]"

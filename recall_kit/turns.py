@@ -14,14 +14,20 @@ import itertools
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from memory_store import MemoryDoc
-from recall_kit._heuristic import FastResult
+from memory_store import MemoryDoc, fixup_module_metadata
 from recall_kit._protocols import FastStage, Selector
-from recall_kit._recaller import Recaller
-from recall_kit._selector import Selection
-from recall_kit._session import Delivery, RecallSession
+from recall_kit._session import RecallSession
 from recall_kit._telemetry import RecallEvent, Telemetry
+
+if TYPE_CHECKING:  # the model stage's module loads the HTTP client: a fast-only turn never needs it
+    from recall_kit._heuristic import FastResult
+    from recall_kit._recaller import Recaller
+    from recall_kit._selector import Selection
+    from recall_kit._session import Delivery
+
+__all__ = ["Between", "FastStage", "ObservedTurn", "SETTLE_MARGIN_S", "Selector", "ToolCall", "TurnRunner", "UntilSettled"]
 
 SETTLE_MARGIN_S = 1.0  # beyond the selector's own deadline, before a turn stops waiting
 
@@ -192,3 +198,6 @@ async def _between(between: Between, record: _Record) -> None:
             await record.settled.wait()
     except TimeoutError:
         pass  # not settled in time: the tool-result point takes what there is
+
+
+fixup_module_metadata(__name__, globals(), __all__)

@@ -1,4 +1,4 @@
-"""The click application: the group, every command added to it explicitly, and how it exits.
+"""The click application: the group, the table of its commands (each imported when used), and how it exits.
 
 Exit status: 0 done; 1 `validate` found bad files; 2 bad input or configuration (one line on
 stderr); 3 `query --require-model` got no answer from the model; 130 interrupted (Ctrl-C).
@@ -7,36 +7,84 @@ stderr); 3 `query --require-model` got no answer from the model; 130 interrupted
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
+from recall_kit_cli._help import HelpGroup
 from recall_kit_cli._output import SanitisingLogHandler, clean, clean_block, echo, quiet_broken_pipe, reader_gone
-from recall_kit_cli.commands.bench_cmd import bench
-from recall_kit_cli.commands.bench_latency_cmd import latency
-from recall_kit_cli.commands.cache_cmd import cache
-from recall_kit_cli.commands.config_cmd import config
-from recall_kit_cli.commands.enrich_cmd import enrich
-from recall_kit_cli.commands.learned_cmd import learned
-from recall_kit_cli.commands.list_cmd import list_memories
-from recall_kit_cli.commands.manage_cmd import add, rm, show
-from recall_kit_cli.commands.query_cmd import query
-from recall_kit_cli.commands.stats_cmd import stats
-from recall_kit_cli.commands.validate_cmd import validate
-from recall_kit_cli.commands.watch_cmd import watch
-from recall_kit_cli.integrations.commands import hook, mcp, serve
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
+
+class Registered(NamedTuple):
+    """A command not imported yet: the module and attribute that define it, its line in the list."""
+
+    module: str
+    attribute: str
+    summary: str  # what `recall-kit --help` and shell completion show beside its name, in one line
+
+
+# Every command, in one line each: its module is imported only when it runs or shows its own help.
+COMMANDS: dict[str, Registered] = {
+    "add": Registered("recall_kit_cli.commands.manage_cmd", "add", "Save a new memory as ROOT/TYPE/SLUG.md."),
+    "bench": Registered("recall_kit_cli.commands.bench_cmd", "bench", "Benchmarks: delivery, latency, learning replay."),
+    "cache": Registered("recall_kit_cli.commands.cache_cmd", "cache", "List or clear the per-user index caches."),
+    "config": Registered("recall_kit_cli.commands.config_cmd", "config", "Every setting with its source; trust a project file."),
+    "enrich": Registered("recall_kit_cli.commands.enrich_cmd", "enrich", "Ask the model for the words a user might type instead."),
+    "hook": Registered("recall_kit_cli.integrations.commands", "hook", "Agent hooks that hand memories over through the daemon."),
+    "learned": Registered("recall_kit_cli.commands.learned_cmd", "learned", "Show or forget what was learned from the model's picks."),
+    "list": Registered("recall_kit_cli.commands.list_cmd", "list_memories", "List the memories, and every file skipped and why."),
+    "mcp": Registered("recall_kit_cli.integrations.commands", "mcp", "Serve the memories to any MCP client over stdio."),
+    "query": Registered("recall_kit_cli.commands.query_cmd", "query", "Show what a prompt receives: fast now, refined after."),
+    "rm": Registered("recall_kit_cli.commands.manage_cmd", "rm", "Delete one memory file, after confirmation."),
+    "serve": Registered("recall_kit_cli.integrations.commands", "serve", "Run the per-user recall daemon the hooks talk to."),
+    "show": Registered("recall_kit_cli.commands.manage_cmd", "show", "Show one memory as the agent would see it."),
+    "stats": Registered("recall_kit_cli.commands.stats_cmd", "stats", "Counts, sizes, dates, enrichment and learning per store."),
+    "validate": Registered("recall_kit_cli.commands.validate_cmd", "validate", "Check every memory file; exit 1 if any is skipped."),
+    "watch": Registered("recall_kit_cli.commands.watch_cmd", "watch", "Print one line per new snapshot of the memory roots."),
+}
 
 EXIT_INTERRUPTED = 130
 # click >= 8.2: a group run without its subcommand raises this, its message the whole help text
 _NO_ARGS_IS_HELP: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-class RecallKitGroup(click.Group):
-    """The top group: a reader that went away (``| head``) ends any command quietly, with status 0."""
+class RecallKitGroup(HelpGroup):
+    """The top group: its commands load from ``COMMANDS`` when used, and a reader that went away
+    (``| head``) ends any command quietly, with status 0."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every registered command, without importing one."""
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command, its module imported now (once)."""
+        command = self.commands.get(cmd_name)
+        entry = COMMANDS.get(cmd_name)
+        if command is None and entry is not None:
+            command = getattr(importlib.import_module(entry.module), entry.attribute)
+            assert isinstance(command, click.Command) and command.name == cmd_name, f"COMMANDS[{cmd_name!r}]"
+            self.add_command(command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list from the registry: no command module is imported to show it."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name].summary) for name in sorted(COMMANDS)])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """Command names (with their lines) from the registry, then this group's options."""
+        from click.shell_completion import CompletionItem
+
+        names = [CompletionItem(name, help=entry.summary) for name, entry in sorted(COMMANDS.items()) if name.startswith(incomplete)]
+        return names + click.Command.shell_complete(self, ctx, incomplete)
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
@@ -73,13 +121,6 @@ def _quiet_when_the_reader_is_gone() -> Iterator[None]:
 @click.version_option(package_name="recall-kit")
 def cli() -> None:
     """Right memories, right moment. Example: recall-kit query 'how do we deploy?'"""
-
-
-bench.add_command(latency)
-for _command in (
-    list_memories, query, watch, add, show, rm, validate, stats, config, enrich, learned, cache, bench, serve, hook, mcp
-):
-    cli.add_command(_command)
 
 
 def usage_line(exc: click.UsageError) -> str:

@@ -88,7 +88,8 @@ def test_every_public_name_of_every_public_module_prints_a_public_module_that_ex
     ("module", "name"),
     [("recall_kit.selection", "Manifest"), ("recall_kit.tuning", "GateSettings"), ("recall_kit.testing", "Oracle"),
      ("recall_kit.cache", "CacheFile"), ("recall_kit", "Recaller"), ("memory_store", "MemoryRoot"),
-     ("recall_kit_bench", "EvalDataset")],
+     ("recall_kit_bench", "EvalDataset"), ("recall_kit.turns", "FastStage"), ("recall_kit.turns", "Selector"),
+     ("recall_kit.turns", "TurnRunner")],
 )
 def test_a_public_class_prints_as_the_module_users_import_it_from(module: str, name: str) -> None:
     value = getattr(importlib.import_module(module), name)

@@ -14,18 +14,23 @@ import click
 from recall_kit import SelectorConfig
 from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
+from recall_kit_cli._help import HelpGroup
+from recall_kit_cli.commands.bench_latency_cmd import latency
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
     from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport, ReplaySettings
 
 
 
-@click.group("bench")
+@click.group("bench", cls=HelpGroup)
 def bench() -> None:
     """Benchmarks: delivery rate on an eval dataset, latency on generated stores.
 
     Example: recall-kit bench delivery bench/datasets/agent-memories
     """
+
+
+bench.add_command(latency)
 
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
@@ -234,9 +239,11 @@ def replay(
     measure_folds: str | None,
     as_json: bool,
 ) -> None:
-    """Fast-stage delivery after learning from an oracle's refined selections, beside learning off.
+    """Fast-stage delivery after learning, beside learning off. The oracle's refined selections teach it.
 
-    Example: recall-kit bench replay bench/datasets/agent-memories --no-enrichment
+    \b
+    Example:
+      recall-kit bench replay bench/datasets/agent-memories --no-enrichment
     """
     from recall_kit import UsageError
     from recall_kit_bench import HarnessError, ReplaySettings, dataset_sidecar, replay_table, run_replay

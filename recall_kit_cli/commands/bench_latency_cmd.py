@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import click
 
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpCommand
 
 
-@click.command("latency")
+@click.command("latency", cls=HelpCommand)
 @click.option("--docs", default="100,1000,10000,50000", show_default=True, help="Store sizes.")
 @click.option(
     "--enriched", is_flag=True,
@@ -21,7 +22,7 @@ from recall_kit_cli._format import InputError
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def latency(docs: str, enriched: bool, as_json: bool) -> None:
-    """Fast-stage cost on generated stores, beside rank-bm25 scoring, plus one-file update cost.
+    """Fast-stage cost on generated stores, beside rank-bm25. Also the cost of a one-file update.
 
     Example: recall-kit bench latency --docs 1000,10000 [--enriched]
     """

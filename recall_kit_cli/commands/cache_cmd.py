@@ -11,10 +11,11 @@ from recall_kit import MemoryStoreError
 from recall_kit.cache import CacheFile, clear_cache_files, default_cache_dir, list_cache_files
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpGroup
 from recall_kit_cli._output import clean, echo_json, echo_rows
 
 
-@click.group("cache", help=(
+@click.group("cache", cls=HelpGroup, help=(
     "The index caches (one per root set) in the per-user cache folder: list or clear them.\n\n"
     f"A cache unused for {CACHE_MAX_UNUSED_DAYS} days, or not among the {CACHE_MAX_FILES} most recently used, "
     "is removed when another is written."
@@ -33,7 +34,7 @@ _root_filter = click.option(
 @_root_filter
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def list_caches(roots: tuple[str, ...], as_json: bool) -> None:
-    """Each cache file: its roots, its size and when it was last used, most recent first.
+    """Each cache file: its roots, its size and when it was last used. Most recent first.
 
     With --root, only those `cache clear --root` with the same roots would remove.
 
@@ -59,7 +60,7 @@ def list_caches(roots: tuple[str, ...], as_json: bool) -> None:
 @_root_filter
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def clear_caches(roots: tuple[str, ...], as_json: bool) -> None:
-    """Remove every cache file, or those that hold any of the given roots; they are rebuilt when next needed.
+    """Remove every cache file, or those holding a given root. Each is rebuilt when next needed.
 
     \b
     Example:

@@ -12,12 +12,13 @@ from recall_kit import ConfigError, SelectorConfig
 from recall_kit.settings import ROOTS_ENV, trust_config_file, untrust_config_file, user_config_path
 from recall_kit_cli._config_file import load
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpGroup
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 
 Setting = dict[str, Any]  # {"value": ..., "source": ...} and, when flagged, "problem" or "withheld"
 
 
-@click.group("config", invoke_without_command=True)
+@click.group("config", cls=HelpGroup, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context
 def config(ctx: click.Context, as_json: bool) -> None:
@@ -29,7 +30,7 @@ def config(ctx: click.Context, as_json: bool) -> None:
     \b
     Example:
       RECALL_KIT_MODEL=gpt-4o-mini recall-kit config
-      recall-kit config trust            # let ./recall-kit.toml's base_url get your API key
+      recall-kit config trust    # its base_url may then get your API key
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -46,8 +47,8 @@ def config(ctx: click.Context, as_json: bool) -> None:
 @config.command("trust")
 @click.argument("path", required=False)
 def trust(path: str | None) -> None:
-    """Trust a project's recall-kit.toml as it is now (default ./recall-kit.toml): its base_url may
-    then receive your API key. Recorded in your own config file with the file's SHA-256; once the
+    """Trust a project's recall-kit.toml as it is now. Its base_url may then receive your API key
+    (default ./recall-kit.toml). Recorded in your own config file with the file's SHA-256; once the
     file changes it is untrusted again.
 
     \b
@@ -70,7 +71,7 @@ def trust(path: str | None) -> None:
 @config.command("untrust")
 @click.argument("path", required=False)
 def untrust(path: str | None) -> None:
-    """Stop trusting a project's recall-kit.toml (default ./recall-kit.toml).
+    """Stop trusting a project's recall-kit.toml. Default: ./recall-kit.toml.
 
     \b
     Example:

@@ -14,6 +14,7 @@ from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich
 from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo
 
 EXIT_SOME_FAILED = 1
@@ -21,7 +22,7 @@ EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C
 FLUSH_INTERVAL_S = 1.0  # a model call takes about this long or more: in practice every memory is written at once
 
 
-@click.command("enrich")
+@click.command("enrich", cls=HelpCommand)
 @root_option
 @click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--model", help="Model name at that endpoint.")

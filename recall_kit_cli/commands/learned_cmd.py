@@ -9,6 +9,7 @@ import click
 
 from memory_store import LEARNED_PATH, LearnedEntry, MemoryStore, MemoryStoreError
 from recall_kit_cli._format import InputError, error_line
+from recall_kit_cli._help import HelpGroup
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
 from recall_kit_cli.commands.manage_cmd import drop_index_caches, find_doc
@@ -16,7 +17,7 @@ from recall_kit_cli.commands.manage_cmd import drop_index_caches, find_doc
 _OPT_IN = "learning is opt-in: recall-kit serve --learn, RECALL_KIT_LEARN=1 or learn = true in recall-kit.toml"
 
 
-@click.group("learned", invoke_without_command=True)
+@click.group("learned", cls=HelpGroup, invoke_without_command=True)
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context

@@ -6,11 +6,12 @@ import click
 
 from memory_store import SkippedFile, MemoryDoc
 from recall_kit_cli._format import error_line, error_ref
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
 
 
-@click.command("list")
+@click.command("list", cls=HelpCommand)
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def list_memories(roots: tuple[str, ...], as_json: bool) -> None:

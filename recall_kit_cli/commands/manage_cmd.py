@@ -15,6 +15,7 @@ from memory_store import MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParse
 from recall_kit import ConfigError, render_memories
 from recall_kit.cache import clear_cache_files
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, warn
 from recall_kit_cli._config_file import load, open_store, resolve_roots, root_option
 
@@ -22,7 +23,7 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below the body are kept.\n"
 
 
-@click.command("add")
+@click.command("add", cls=HelpCommand)
 @click.option("--name", required=True, help="Short title (the file name).")
 @click.option("--description", required=True, help="When it applies.")
 @click.option("--type", "type_", required=True, type=click.Choice(sorted(MEMORY_TYPES)))
@@ -89,7 +90,7 @@ def find_doc(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
     raise InputError(f"no memory '{ref}'; `recall-kit list` shows the refs")  # shown cleaned: \xe9, not \udce9
 
 
-@click.command("show")
+@click.command("show", cls=HelpCommand)
 @click.argument("ref")
 @root_option
 @click.option("--raw", is_flag=True, help="The file as written, frontmatter included.")
@@ -99,7 +100,7 @@ def show(ref: str, roots: tuple[str, ...], raw: bool, as_json: bool) -> None:
 
     \b
     Example:
-      recall-kit show memories/projects/ledgerline/deploy.md --root examples/memories
+      recall-kit show memories/user/profile.md --root examples/memories
     """
     with open_store(roots) as store:
         doc = find_doc(store.snapshot().docs, ref)
@@ -123,7 +124,7 @@ def _visible(doc: MemoryDoc) -> MemoryDoc:
     )
 
 
-@click.command("rm")
+@click.command("rm", cls=HelpCommand)
 @click.argument("ref")
 @root_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")

@@ -13,6 +13,7 @@ from recall_kit.limits import bounded_prompt
 from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows, warn
 from recall_kit_cli._config_file import load, model_off_reason, root_option, roots_of
 
@@ -20,7 +21,7 @@ RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
 FALLBACK = "showing the fast result"
 
 
-@click.command("query")
+@click.command("query", cls=HelpCommand)
 @click.argument("text")
 @root_option
 @click.option("--fast-only", is_flag=True, help="Only the fast heuristic (no model stage).")

@@ -12,12 +12,13 @@ import click
 from memory_store import MemoryDoc, MemoryRoot
 from recall_kit import MemoryStoreError, open_indexed
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo_json, echo_rows
 from recall_kit_cli._config_file import resolve_roots, root_option
 
 
 
-@click.command("stats")
+@click.command("stats", cls=HelpCommand)
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def stats(roots: tuple[str, ...], as_json: bool) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from recall_kit_cli._format import error_line
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
 from recall_kit_cli.commands.list_cmd import error_json
 
 
-@click.command("validate")
+@click.command("validate", cls=HelpCommand)
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_context

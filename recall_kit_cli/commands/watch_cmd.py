@@ -11,6 +11,7 @@ import click
 
 from memory_store import DEFAULT_DEBOUNCE_MS, MemoryStore, MemoryStoreError, Snapshot
 from recall_kit_cli._format import InputError, error_line
+from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo, echo_json, quiet_broken_pipe
 from recall_kit_cli._config_file import resolve_roots, root_option
 from recall_kit_cli.commands.list_cmd import error_json
@@ -24,7 +25,7 @@ class _Stop(Exception):
     """Raised by the signal handler to leave the print loop."""
 
 
-@click.command("watch")
+@click.command("watch", cls=HelpCommand)
 @root_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from recall_kit_cli._format import InputError
+from recall_kit_cli._help import HelpCommand, HelpGroup
 from recall_kit_cli._output import clean, clean_block, echo, warn
 from recall_kit_cli.integrations.agents import AGENTS  # the agents' table: standard library only
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from recall_kit_cli.integrations.agent_settings import InstallResult
 
 
-@click.command("serve")
+@click.command("serve", cls=HelpCommand)
 @click.option(
     "--idle-timeout",
     type=float,
@@ -127,7 +128,7 @@ def _control(paths: RuntimePaths, *, stop: bool, as_json: bool) -> None:
         echo(*(clean(line) for line in status_lines(status)))
 
 
-@click.group("hook")
+@click.group("hook", cls=HelpGroup)
 def hook() -> None:
     """Agent hooks that hand memories over through the daemon.
 
@@ -142,8 +143,8 @@ def hook() -> None:
 def _agent_hook_command(name: str, title: str) -> click.Command:
     """`recall-kit hook <agent>`, for its --help: the installed hook runs it without click (``main``)."""
 
-    @click.command(name, context_settings={"ignore_unknown_options": True}, help=(
-        f"Answer one {title} hook event (JSON on stdin); prints nothing and exits 0 on any failure.\n\n"
+    @click.command(name, cls=HelpCommand, context_settings={"ignore_unknown_options": True}, help=(
+        f"Answer one {title} hook event (JSON on stdin). It prints nothing and exits 0 on any failure.\n\n"
         f"Without --root, the prompt recalls from {title}'s own memory folders for the event's project.\n\n"
         f"\b\nExample (what the installed hook runs):\n  recall-kit hook {name} < event.json"
     ))
@@ -170,7 +171,7 @@ _AGENT = click.Choice(list(AGENTS))
 @click.option("--allow-missing", is_flag=True, help="Install a --root that does not exist yet (with a warning).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: bool, dry_run: bool) -> None:
-    """Add the recall hooks to the agent's settings JSON (idempotent; keeps the original).
+    """Add the recall hooks to the agent's settings JSON. Idempotent; the original is kept.
 
     Without --root, each prompt recalls from the agent's own memory folders for its project.
 
@@ -202,7 +203,7 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: 
 @click.option("--user", "scope", flag_value="user", default=True, help="Your own settings in ~/.claude or ~/.qwen (default).")
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 def hook_uninstall(agent: str, scope: str, dry_run: bool) -> None:
-    """Remove exactly the recall hooks from the agent's settings JSON; the rest stays as it is.
+    """Remove the recall hooks from the agent's settings JSON. The rest stays as it is.
 
     \b
     Example:
@@ -233,7 +234,7 @@ def _report(result: InstallResult, dry_run: bool, done: str, nothing: str) -> No
 @hook.command("status")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def hook_status(as_json: bool) -> None:
-    """What is installed where, whether the daemon runs, and what a prompt here would recall from.
+    """What is installed where and whether the daemon runs. Also what a prompt here would recall from.
 
     \b
     Example:
@@ -254,7 +255,7 @@ def hook_status(as_json: bool) -> None:
 @click.option("--session", default=None, help="Only this agent session's prompts.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def hook_log(limit: int, session: str | None, as_json: bool) -> None:
-    """What was recalled for your recent prompts, where, and why (the daemon's trail).
+    """What was recalled for your recent prompts, where and why. It reads the daemon's trail.
 
     Off with RECALL_KIT_TRAIL=0; prompt heads kept only with RECALL_KIT_TRAIL_PROMPTS=1.
 
@@ -282,7 +283,7 @@ def hook_log(limit: int, session: str | None, as_json: bool) -> None:
         echo(*(clean(line) for line in describe(prompt)))
 
 
-@click.command("mcp")
+@click.command("mcp", cls=HelpCommand)
 @click.option("--root", "roots", multiple=True, required=True, help="A memory folder (repeatable).")
 @click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
 @click.option("--no-cache", is_flag=True, help="Open the memory folders without the per-user index cache.")

@@ -39,3 +39,10 @@ def test_shell_completion_is_clicks_own(run_cli: RunCli) -> None:
     assert script.returncode == 0 and "_recall_kit_completion()" in script.stdout
     words = run_cli(env=clean_environ(_RECALL_KIT_COMPLETE="bash_complete", COMP_WORDS="recall-kit va", COMP_CWORD="1"))
     assert words.stdout.split() == ["plain,validate"]
+
+
+def test_shell_completion_reaches_the_options_of_a_command_loaded_when_used(run_cli: RunCli) -> None:
+    words = run_cli(env=clean_environ(_RECALL_KIT_COMPLETE="bash_complete", COMP_WORDS="recall-kit query x --fast", COMP_CWORD="3"))
+    assert words.stdout.split() == ["plain,--fast-only"]
+    nested = run_cli(env=clean_environ(_RECALL_KIT_COMPLETE="bash_complete", COMP_WORDS="recall-kit bench re", COMP_CWORD="2"))
+    assert nested.stdout.split() == ["plain,replay"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from recall_kit._corpus import analyse_corpus
+from recall_kit._frozen_index import FrozenIndex
 from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
 from recall_kit._tokenize import analyze_terms, tokenize
 
@@ -170,13 +172,46 @@ def _saved_index() -> dict:
         lambda s: {**s, "term_docs": s["term_docs"][::-1]},  # postings out of order
         lambda s: {**s, "term_ptr": s["term_ptr"][:-8]},  # offsets cut short
         lambda s: {**s, "lengths": s["lengths"][:-4]},
+        lambda s: {**s, "lengths": (-1).to_bytes(4, sys.byteorder, signed=True) + s["lengths"][4:]},  # a length below 0
         lambda s: {**s, "refs": ["d0", "d0", "d1"]},  # a ref twice
         lambda s: {**s, "doc_type": "f8"},
     ],
 )
-def test_a_saved_state_that_does_not_fit_together_is_refused(damage) -> None:
+@pytest.mark.parametrize("read", [FieldIndex.from_state, FrozenIndex], ids=["FieldIndex", "FrozenIndex"])
+def test_a_saved_state_that_does_not_fit_together_is_refused(damage, read) -> None:
     with pytest.raises((ValueError, KeyError)):
-        FieldIndex.from_state(damage(_saved_index()))
+        read(damage(_saved_index()))
+
+
+FIELD_TEXTS = st.lists(st.lists(WORDS, max_size=10), min_size=3, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=st.lists(FIELD_TEXTS, max_size=12),
+    drop=st.sets(st.integers(0, 11)),
+    weights=st.sampled_from([(2.0, 2.0, 1.0), (3.0, 0.5, 1.25)]),
+    b=st.sampled_from([0.75, (0.75, 0.3, 0.0)]),
+    query=st.lists(st.tuples(WORDS, st.sampled_from([1.0, 0.8, 0.37])), min_size=1, max_size=5),
+    limit=st.sampled_from([1, 3, 50]),
+)
+def test_a_frozen_index_reads_its_state_exactly_as_the_field_index_restored_from_it(docs, drop, weights, b, query, limit) -> None:
+    built = FieldIndex(weights, b=b)
+    for i, fields in enumerate(docs):
+        built.add(f"d{i:02d}", fields, [w for field in fields for w in field])
+    for i in drop:
+        built.remove(f"d{i:02d}")
+    state = built.state()
+    restored, frozen = FieldIndex.from_state(state), FrozenIndex(state)
+    terms = [QueryTerm(term, weight) for term, weight in query]
+    assert frozen.score(terms, limit=limit) == restored.score(terms, limit=limit)  # to the last bit
+    assert frozen.doc_freqs() == restored.doc_freqs() and frozen.total_lengths == restored.total_lengths
+    assert all(frozen.posting(t, ref) == restored.posting(t, ref) for t in restored.terms for ref in restored.ids)
+    words = set(restored.surface_words)
+    assert {w: frozen.surface_doc_count(w) for w in words} == {w: restored.surface_doc_count(w) for w in words}
+    assert [frozen.surface_candidates(c, range(2, 6)) for c in "abgz"] == [restored.surface_candidates(c, range(2, 6)) for c in "abgz"]
+    assert frozen.thaw().score(terms, limit=limit) == restored.score(terms, limit=limit)
+    assert FrozenIndex.postings_in(state) == sum(restored.doc_freqs().values())
 
 
 @settings(max_examples=100, deadline=None)

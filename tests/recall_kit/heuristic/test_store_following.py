@@ -6,7 +6,9 @@ import threading
 from pathlib import Path
 
 from memory_store import MemoryStore, Snapshot, atomic_write
-from recall_kit import FastHeuristic, open_watched
+from recall_kit import FastHeuristic, open_indexed, open_watched
+from recall_kit._frozen_index import FrozenIndex
+from recall_kit._index import FieldIndex
 
 TIMEOUT = 10.0
 
@@ -84,3 +86,25 @@ def test_a_heuristic_opened_from_the_index_cache_follows_the_store(tmp_path: Pat
     # the next open starts from what the first one saved, not from the changes it followed
     with open_watched([root], cache_dir=cache) as again:
         assert again.reused == 1 and set(again.store.snapshot().docs) == {"mem/tea.md", "mem/valkey.md"}
+
+
+def test_a_heuristic_over_a_one_shot_cached_index_takes_in_a_next_snapshot(tmp_path: Path) -> None:
+    # a one-shot open of an unchanged small store reads its cached index without numpy; a change
+    # applied to that heuristic afterwards still lands, as on any other
+    root = tmp_path / "mem"
+    root.mkdir()
+    atomic_write(root / "redis.md", memory("Redis cache", "routewise session cache in Redis 7 on the homelab"))
+    atomic_write(root / "tea.md", memory("Tea", "the user drinks oolong in the afternoon"))
+    open_indexed([root], cache_dir=tmp_path / "cache")
+    heuristic = open_indexed([root], cache_dir=tmp_path / "cache").heuristic
+    assert isinstance(heuristic._index, FrozenIndex)
+    atomic_write(root / "valkey.md", memory("Valkey migration", "routewise moved its session cache to Valkey 8"))
+    (root / "tea.md").unlink()
+    with MemoryStore.open(root, watch=False) as store:
+        now = store.snapshot()
+    heuristic.apply(Snapshot.build(heuristic.version + 1, now.docs, (), frozenset({"mem/valkey.md"}), frozenset({"mem/tea.md"})))
+    query = "valkey session cache for routewise"
+    assert [(s.doc.ref, s.score) for s in heuristic.recall(query).ranked] == [
+        (s.doc.ref, s.score) for s in FastHeuristic(now).recall(query).ranked
+    ]
+    assert heuristic.recall(query).docs[0].doc.ref == "mem/valkey.md" and isinstance(heuristic._index, FieldIndex)
