@@ -56,7 +56,7 @@ from recall_kit._settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # its public na
 from recall_kit._settings import environment_setting
 from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 
-FORMAT_VERSION = 8  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 9  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 # CRC-32s of the table and of the sections after it (they catch damage like sha256 would, in 15 ms
