@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
+    from recall_kit._vocabulary import keyword_vocabulary as keyword_vocabulary
+    from recall_kit._vocabulary import writing_note as writing_note
     from recall_kit._errors import ConfigError as ConfigError
     from recall_kit._errors import BackgroundError as BackgroundError
     from recall_kit._errors import SessionClosedError as SessionClosedError
@@ -129,6 +131,8 @@ _EXPORTS: dict[str, str] = {
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",
     "docs_to_enrich": "recall_kit._enricher",
+    "keyword_vocabulary": "recall_kit._vocabulary",
+    "writing_note": "recall_kit._vocabulary",
     # opening roots without a Recaller
     "open_indexed": "recall_kit._open",
     "open_watched": "recall_kit._open",

@@ -57,6 +57,18 @@ MAX_ENRICH_BODY_CHARS = 4_000  # the head of a long body says what it is about
 MAX_ENRICH_FIELD_CHARS = 300  # of the title and description shown to the model
 MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
 
+# --- the keyword vocabulary and the note asking an agent to write search terms ----------------------
+
+# The vocabulary (the keywords a store's memories carry, most used first) shown to a memory's writer:
+# about 40 terms of one or two words, some 110 tokens.
+VOCABULARY_MAX_TERMS = 60
+VOCABULARY_MAX_CHARS = 420  # of its JSON array
+VOCABULARY_TERM_CHARS = 40
+VOCABULARY_INSPECT_TERMS = 200_000  # keywords looked at to rank it: 10,000 memories of 20 each
+# The note (the request and the vocabulary) rides in the hook's context beside a rendered block at
+# the session's first prompt: the two stay under HOOK_CONTEXT_MAX_CHARS (tests/recall_kit/test_vocabulary.py).
+WRITING_NOTE_MAX_CHARS = 960
+
 # --- the rendered block ------------------------------------------------------------------------------
 
 BODY_BUDGET = 1200  # characters of body per document: five documents stay near 1,500 tokens
