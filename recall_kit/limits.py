@@ -56,6 +56,9 @@ MAX_ENRICH_TOKENS = 400  # 20 short keys and 3 requests fit in ~300 tokens; the 
 MAX_ENRICH_BODY_CHARS = 4_000  # the head of a long body says what it is about
 MAX_ENRICH_FIELD_CHARS = 300  # of the title and description shown to the model
 MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
+# Background enrichment takes what to do from a queue refilled from each snapshot, newest first: 1,000
+# memories written at once are a thousand versions pending, never more work held in memory than this.
+ENRICH_MAX_QUEUE = 256
 
 # --- the keyword vocabulary and the note asking an agent to write search terms ----------------------
 
