@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from recall_kit._recaller import Recaller as Recaller
     from recall_kit._render import render_memories as render_memories
     from recall_kit._selector import ModelSelector as ModelSelector
+    from recall_kit._model_lane import ModelLane as ModelLane
     from recall_kit._selector import Selection as Selection
     from recall_kit._session import INITIAL_WAIT_MS as INITIAL_WAIT_MS
     from recall_kit._session import Delivery as Delivery
@@ -119,6 +120,7 @@ _EXPORTS: dict[str, str] = {
     "SnapshotSource": "recall_kit._heuristic",
     "MAX_FAST_DOCS": "recall_kit.limits",
     "ModelSelector": "recall_kit._selector",
+    "ModelLane": "recall_kit._model_lane",
     "Selection": "recall_kit._selector",
     "Fallback": "recall_kit._kinds",
     "FallbackKind": "recall_kit._kinds",

@@ -104,6 +104,14 @@ DAEMON_MAX_ROOTS = 16
 # five threads); opening one more closes the least recently used, and its sessions with it.
 DAEMON_MAX_STORES = 16
 DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more closes the least recently used
+# The daemon's background enrichment, across all its stores: calls in flight and started a minute
+# (a prompt's selector call always goes first). A memory the agent writes now and then is enriched
+# at once; a backlog of 200 memories takes 20 minutes, one at a time behind the user's own prompts.
+DAEMON_ENRICH_CONCURRENCY = 2
+DAEMON_ENRICH_CALLS_PER_MINUTE = 10.0
+# SessionStart asks the daemon for the note with its vocabulary: a root set not open by then gets
+# the note with the session's first prompt instead (its opening goes on, for that prompt).
+WRITING_NOTE_WAIT_S = 0.4
 
 # --- settings ----------------------------------------------------------------------------------------
 
