@@ -45,6 +45,7 @@ _YamlLoader.add_constructor("tag:yaml.org,2002:int", _int_or_text)
 _FENCE = "---"
 _REQUIRED_TEXT_FIELDS = ("name", "description")
 _KNOWN_FIELDS = frozenset({"name", "description", "type", "keywords", "usage_scenarios"})
+_DESCRIBING_FIELDS = ("type", "keywords", "usage_scenarios")  # read from a `metadata` mapping when not at the top
 _SCALARS = (str, int, float, bool, datetime.date)  # what a text field may hold; str() of each is O(its text)
 # The frontmatter's own search terms. The agents are asked for 8 to 15 keywords and 2 or 3 usage
 # scenarios; the eval datasets carry at most 7 keywords of at most 21 characters. Far past that is
@@ -85,24 +86,37 @@ def parse_memory(
     fields = _load_frontmatter(front)
     name, description = (_text_field(fields, key) for key in _REQUIRED_TEXT_FIELDS)
     problems: list[str] = []  # what the memory loads without, one line each
+    described = _described(fields)
     return MemoryDoc(
         scope=scope,
         path=path,
         abspath=Path(abspath) if abspath is not None else Path(path),
         name=name,
         description=description,
-        type=_memory_type(fields),
-        keywords=_terms(fields.get("keywords"), "keywords", MAX_FRONTMATTER_KEYWORDS, MAX_FRONTMATTER_KEYWORD_CHARS, problems),
+        type=_memory_type(described),
+        keywords=_terms(described.get("keywords"), "keywords", MAX_FRONTMATTER_KEYWORDS, MAX_FRONTMATTER_KEYWORD_CHARS, problems),
         extra=MappingProxyType({k: v for k, v in fields.items() if k not in _KNOWN_FIELDS}),
         body=body,
         mtime=mtime,
         size=len(data),
         content_hash=hashlib.sha256(data).hexdigest(),
         usage_scenarios=_terms(
-            fields.get("usage_scenarios"), "usage_scenarios", MAX_FRONTMATTER_SCENARIOS, MAX_FRONTMATTER_SCENARIO_CHARS, problems
+            described.get("usage_scenarios"), "usage_scenarios", MAX_FRONTMATTER_SCENARIOS, MAX_FRONTMATTER_SCENARIO_CHARS, problems
         ),
         problems=tuple(problems),
     )
+
+
+def _described(fields: dict[str, Any]) -> dict[str, Any]:
+    """``type``, ``keywords`` and ``usage_scenarios`` where the file keeps them: at the top, else in a
+    ``metadata`` mapping, where Claude Code (2.1.197) puts every field but name and description of
+    each memory written into its folder (it rewrites the file so: ``metadata: {node_type: memory,
+    type: project, keywords: [...], ...}``). The mapping stays in ``extra`` as read."""
+    metadata = fields.get("metadata")
+    if not isinstance(metadata, dict):
+        return fields
+    nested = {key: metadata[key] for key in _DESCRIBING_FIELDS if isinstance(key, str) and key in metadata}
+    return {**nested, **{key: fields[key] for key in _DESCRIBING_FIELDS if key in fields}}
 
 
 def _split_frontmatter(text: str) -> tuple[str, str]:

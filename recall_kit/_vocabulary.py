@@ -30,7 +30,7 @@ _LOOK_FACTOR = 8  # terms looked at per term that can be kept: the rest of a 100
 # What the agent is asked, in its own context (SessionStart, or the session's first prompt).
 WRITING_NOTE = (
     "recall-kit asks: whenever you save or update a memory file, also put two fields in its frontmatter, "
-    "after `type`. `keywords:` a YAML list of 8 to 15 short terms a user might type instead of the "
+    "beside `type`. `keywords:` a YAML list of 8 to 15 short terms a user might type instead of the "
     "memory's own words (synonyms, broader and narrower terms, tool and command names, symptoms, error "
     "messages). `usage_scenarios:` a YAML list of 2 or 3 short requests, in a user's words, that this "
     "memory should answer. Add no facts the memory does not hold."

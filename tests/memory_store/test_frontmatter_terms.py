@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import MemoryStore, parse_memory
+from recall_kit import MemoryParseError
 from memory_store._parse import (
     MAX_FRONTMATTER_KEYWORD_CHARS,
     MAX_FRONTMATTER_KEYWORDS,
@@ -102,3 +103,28 @@ def test_the_store_loads_the_memory_and_validate_names_the_problem(tmp_path: Pat
     assert snapshot.errors == ()
     assert snapshot.docs[f"{label}/deploy.md"].problems == (
         "'keywords' ignored: a list or a string is expected, got a mapping",)
+
+
+CLAUDE_CODE_WROTE = (  # a memory as Claude Code 2.1.197 rewrites every file written into its memory folder
+    "---\nname: feature-flags-in-ledgerline\ndescription: ledgerline gates unfinished work\nmetadata: \n"
+    "  node_type: memory\n  type: project\n  keywords: \n    - kill switch\n    - dark launch\n"
+    "  usage_scenarios: \n    - how do I dark launch a feature?\n  originSessionId: 45cb002e\n---\n\nbody\n"
+)
+
+
+def test_type_and_terms_under_metadata_are_read_as_claude_code_writes_them() -> None:
+    doc = parse_memory(CLAUDE_CODE_WROTE, scope="s", path="a.md")
+    assert (doc.type, doc.keywords, doc.usage_scenarios, doc.problems) == (
+        "project", ("kill switch", "dark launch"), ("how do I dark launch a feature?",), ())
+    assert doc.extra["metadata"]["originSessionId"] == "45cb002e"  # kept as read
+
+
+def test_the_top_level_wins_over_metadata_and_a_bad_metadata_value_is_a_problem_line() -> None:
+    doc = parse(  # HEAD has a top-level type
+        "keywords: [deploy]\nmetadata:\n  type: user\n  keywords: [ignored]\n  usage_scenarios: 7\n")
+    assert (doc.type, doc.keywords, doc.usage_scenarios) == ("project", ("deploy",), ())
+    assert doc.problems == ("'usage_scenarios' ignored: a list or a string is expected, got a number",)
+    with pytest.raises(MemoryParseError, match="unknown type 'diary'"):
+        parse_memory("---\nname: n\ndescription: d\nmetadata:\n  type: diary\n---\n")
+    with pytest.raises(MemoryParseError, match="missing 'type'"):
+        parse_memory("---\nname: n\ndescription: d\nmetadata: [type, user]\n---\n")
