@@ -20,12 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from memory_store import RecallKitError
 from recall_kit._errors import UsageError
 
 T = TypeVar("T")
 
 
-class Preempted(Exception):
+class Preempted(RecallKitError):
     """A background call was cancelled because a foreground call began; it is to be tried again."""
 
 
@@ -50,7 +51,7 @@ class LaneCounts:
 class ModelLane:
     """Foreground calls first, background calls bounded and paced (see the module's docstring)."""
 
-    def __init__(self, *, concurrency: int = 1, calls_per_minute: float = 10.0) -> None:
+    def __init__(self, *, concurrency: int = 1, calls_per_minute: float) -> None:
         if concurrency < 1:
             raise UsageError(f"concurrency must be at least 1, got {concurrency!r}")
         if not calls_per_minute > 0:

@@ -25,7 +25,7 @@ NO_ROOT = f"no memory root: pass --root DIR, set {ROOTS_ENV}, or put roots = [..
 # how each setting is spelled as an option, for the one line naming where a bad value came from
 OPTION_NAMES = {"roots": "--root", "base_url": "--base-url", "model": "--model", "timeout": "--model-timeout",
                 "idle_timeout": "--idle-timeout", "learn": "--learn",
-                "trail": "--trail/--no-trail", "trail_prompts": "--trail-prompts"}  # the rest have no option
+                "trail": "--trail/--no-trail", "trail_prompts": "--trail-prompts"}
 _FILES_KEY, _WARNED_KEY = "recall_kit.settings_files", "recall_kit.settings_warned"
 
 

@@ -4,8 +4,13 @@ of 10,000 memories) on a daemon thread of its own, awaited as a future of the lo
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any, Callable, TypeVar
+
+from recall_kit import Recaller
+
+_log = logging.getLogger("recall_kit.daemon")
 
 _T = TypeVar("_T")
 
@@ -47,3 +52,17 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[Any], None],
     except RuntimeError:
         return False
     return True
+
+
+def retrieved(task: asyncio.Future[Any]) -> None:
+    """A done callback: what a future raised is taken, so nobody logs it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def close_quietly(recaller: Recaller) -> None:
+    """Close a root set whose opening was abandoned (the daemon stopped waiting for it)."""
+    try:
+        recaller.close()
+    except Exception:  # nobody is left to tell
+        _log.exception("closing an abandoned root set failed")

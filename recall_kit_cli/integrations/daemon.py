@@ -19,11 +19,12 @@ import socket
 import struct
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memory_store import MAX_ROOT_ENTRIES, RecallKitError, open_private, private_folder
+from memory_store import MAX_ROOT_ENTRIES, RecallKitError, Snapshot, open_private, private_folder
 from recall_kit import (
     Enricher,
     ModelLane,
@@ -45,7 +46,7 @@ from recall_kit.limits import (
     PROTOCOL_MAX_LINE_BYTES,
     WRITING_NOTE_WAIT_S,
 )
-from recall_kit_cli.integrations._offloop import in_thread
+from recall_kit_cli.integrations._offloop import close_quietly, in_thread, retrieved
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
@@ -120,6 +121,8 @@ class RecallDaemon:
         self._lane = ModelLane(concurrency=enrich_concurrency, calls_per_minute=enrich_calls_per_minute)
         self._agent_keywords = agent_keywords
         self._noted: dict[str, None] = {}  # sessions given the writing note, the least recently noted first
+        self._vocabularies: weakref.WeakKeyDictionary[Recaller, tuple[Snapshot, tuple[str, ...]]] = (
+            weakref.WeakKeyDictionary())  # a root set's vocabulary, for the snapshot it was built from
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -234,7 +237,7 @@ class RecallDaemon:
                 closing = []
                 for opening in openings:
                     if not opening.done():
-                        opening.cancel()  # its thread hands what it opens to _close_quietly
+                        opening.cancel()  # its thread hands what it opens to close_quietly
                     elif not opening.cancelled() and opening.exception() is None:
                         closing.append(in_thread(opening.result().close))  # the shared selector is closed below
                 if closing:
@@ -353,7 +356,7 @@ class RecallDaemon:
             return {"text": await self._writing_note(sid, None)}
         key = _roots_key(roots)
         opening = asyncio.ensure_future(self._recaller(key))
-        opening.add_done_callback(_retrieved)  # a refusal after the wait is the next prompt's to say
+        opening.add_done_callback(retrieved)  # a refusal after the wait is the next prompt's to say
         done, _ = await asyncio.wait({opening}, timeout=WRITING_NOTE_WAIT_S)
         if not done:
             return {"text": None}
@@ -370,8 +373,11 @@ class RecallDaemon:
         if recaller is None:
             return writing_note()
         snapshot = recaller.snapshot()
-        vocabulary = await in_thread(lambda: keyword_vocabulary(snapshot))  # builds deferred docs: off the loop
-        return writing_note(vocabulary)
+        known = self._vocabularies.get(recaller)
+        if known is None or known[0] is not snapshot:  # once per snapshot: a session's first prompt waits for it
+            known = (snapshot, await in_thread(lambda: keyword_vocabulary(snapshot)))  # builds deferred docs: off the loop
+            self._vocabularies[recaller] = known
+        return writing_note(known[1])
 
     async def _op_consume(self, message: dict[str, Any]) -> dict[str, Any]:
         sid = _session_id(message)
@@ -534,7 +540,7 @@ class RecallDaemon:
         """Open ``key`` once the stores it replaces are closed: never more than ``max_stores`` at once."""
         if closing:
             await asyncio.gather(*closing)
-        return await in_thread(lambda: self._open(key), abandon=_close_quietly)
+        return await in_thread(lambda: self._open(key), abandon=close_quietly)
 
     def _open(self, key: tuple[str, ...]) -> Recaller:
         check_root_set(key)  # before anything walks or watches them
@@ -548,18 +554,6 @@ class RecallDaemon:
             enrich=enricher, learn=self._learn, telemetry=self._trail.emit if self._trail is not None else None,
             **self._store_options,
         )
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-def _close_quietly(recaller: Recaller) -> None:
-    try:
-        recaller.close()
-    except Exception:  # nobody is left to tell
-        _log.exception("closing an abandoned root set failed")
 
 
 def _encode(answer: dict[str, Any]) -> bytes:

@@ -104,13 +104,11 @@ def test_a_prompts_selector_request_goes_before_the_daemons_enrichment(
     (root / "project" / "flags.md").write_text(FLAGS)
     daemon = Daemon(_with_model(env, server))
     try:
-        begin = {"op": "begin", "session": "s1", "roots": [str(root)], "query": "which editor do I use?"}
-        env.request(begin)
-        (enrichment,) = server.wait_for_requests(1, timeout=30)  # the store opened: its memory is being enriched
-        if not is_enrichment(enrichment):  # the prompt's own selector request came first
-            enrichment = server.wait_for_requests(2, timeout=30)[1]
+        # the session's start opens its root set without a prompt: its new memory is being enriched
+        env.request({"op": "writing_note", "session": "s1", "roots": [str(root)]})
+        (enrichment,) = server.wait_for_requests(1, timeout=30)
         assert is_enrichment(enrichment)
-        env.request({"op": "begin", "session": "s1", "roots": [str(root)], "query": "which editor do I use, again?"})
+        env.request({"op": "begin", "session": "s1", "roots": [str(root)], "query": "which editor do I use?"})
         selections = lambda: [r for r in server.requests if not is_enrichment(r)]  # noqa: E731
         wait_for(lambda: len(selections()) >= 1, "the prompt's selector request")
         assert enrichment.connection_closed.wait(10)  # cut for the prompt, before any answer was let go
