@@ -17,7 +17,7 @@ from typing import Any
 from memory_store._types import MEMORY_TYPES, MemoryDoc
 
 _NO_EXTRA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only, so every doc without extras shares it
-_FIELDS = 13
+_FIELDS = 14
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -27,6 +27,7 @@ def encode_doc(doc: MemoryDoc) -> bytes:
     return marshal.dumps((
         doc.scope, doc.path, str(doc.abspath), doc.name, doc.description, doc.type, tuple(doc.keywords),
         dict(doc.extra), doc.body, doc.mtime, doc.size, doc.content_hash, tuple(doc.usage_scenarios),
+        tuple(doc.problems),
     ))
 
 
@@ -39,7 +40,8 @@ def decode_doc(blob: bytes | memoryview) -> MemoryDoc:
         raise ValueError("not an encoded memory") from None
     if not isinstance(fields, tuple) or len(fields) != _FIELDS:
         raise ValueError("not an encoded memory")
-    scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash, scenarios = fields
+    (scope, path, abspath, name, description, type_, keywords, extra, body, mtime, size, content_hash, scenarios,
+     problems) = fields
     for field, value in (("scope", scope), ("path", path), ("abspath", abspath), ("name", name),
                          ("description", description), ("body", body)):
         if not isinstance(value, str):
@@ -48,6 +50,7 @@ def decode_doc(blob: bytes | memoryview) -> MemoryDoc:
         raise ValueError("'type' is not a memory type")
     _check_terms("keywords", keywords)
     _check_terms("usage_scenarios", scenarios)
+    _check_terms("problems", problems)
     if not isinstance(extra, dict) or not all(isinstance(key, str) for key in extra):
         raise ValueError("'extra' is not a mapping of field names")
     if not isinstance(mtime, (int, float)) or isinstance(mtime, bool):
@@ -59,7 +62,7 @@ def decode_doc(blob: bytes | memoryview) -> MemoryDoc:
     return MemoryDoc(
         scope=scope, path=path, abspath=Path(abspath), name=name, description=description, type=type_,
         keywords=tuple(keywords), extra=MappingProxyType(extra) if extra else _NO_EXTRA, body=body, mtime=mtime,
-        size=size, content_hash=content_hash, usage_scenarios=tuple(scenarios),
+        size=size, content_hash=content_hash, usage_scenarios=tuple(scenarios), problems=tuple(problems),
     )
 
 

@@ -50,7 +50,17 @@ def _yaml() -> tuple[Any, type]:
 _FENCE = "---"
 _REQUIRED_TEXT_FIELDS = ("name", "description")
 _KNOWN_FIELDS = frozenset({"name", "description", "type", "keywords", "usage_scenarios"})
+_DESCRIBING_FIELDS = ("type", "keywords", "usage_scenarios")  # read from a `metadata` mapping when not at the top
 _SCALARS = (str, int, float, bool, datetime.date)  # what a text field may hold; str() of each is O(its text)
+# The frontmatter's own search terms. The agents are asked for 8 to 15 keywords and 2 or 3 usage
+# scenarios; the eval datasets carry at most 7 keywords of at most 21 characters. Far past that is
+# not a memory's keywords (100,000 items, a 200 KB "keyword"): dropped with one problem line.
+MAX_FRONTMATTER_KEYWORDS = 64
+MAX_FRONTMATTER_KEYWORD_CHARS = 100
+MAX_FRONTMATTER_SCENARIOS = 16
+MAX_FRONTMATTER_SCENARIO_CHARS = 300
+_INSPECT_FACTOR = 4  # items looked at per item that can be kept: duplicates and blanks are skipped within it
+_OVERFLOW = object()  # stands for the items of a list or string past what is looked at
 
 
 def parse_memory(
@@ -80,21 +90,38 @@ def parse_memory(
     front, body = _split_frontmatter(text.removeprefix("\ufeff"))
     fields = _load_frontmatter(front)
     name, description = (_text_field(fields, key) for key in _REQUIRED_TEXT_FIELDS)
+    problems: list[str] = []  # what the memory loads without, one line each
+    described = _described(fields)
     return MemoryDoc(
         scope=scope,
         path=path,
         abspath=Path(abspath) if abspath is not None else Path(path),
         name=name,
         description=description,
-        type=_memory_type(fields),
-        keywords=_terms(fields.get("keywords"), "keywords", split_commas=True),
+        type=_memory_type(described),
+        keywords=_terms(described.get("keywords"), "keywords", MAX_FRONTMATTER_KEYWORDS, MAX_FRONTMATTER_KEYWORD_CHARS, problems),
         extra=MappingProxyType({k: v for k, v in fields.items() if k not in _KNOWN_FIELDS}),
         body=body,
         mtime=mtime,
         size=len(data),
         content_hash=hashlib.sha256(data).hexdigest(),
-        usage_scenarios=_terms(fields.get("usage_scenarios"), "usage_scenarios", split_commas=False),
+        usage_scenarios=_terms(
+            described.get("usage_scenarios"), "usage_scenarios", MAX_FRONTMATTER_SCENARIOS, MAX_FRONTMATTER_SCENARIO_CHARS, problems
+        ),
+        problems=tuple(problems),
     )
+
+
+def _described(fields: dict[str, Any]) -> dict[str, Any]:
+    """``type``, ``keywords`` and ``usage_scenarios`` where the file keeps them: at the top, else in a
+    ``metadata`` mapping, where Claude Code (2.1.197) puts every field but name and description of
+    each memory written into its folder (it rewrites the file so: ``metadata: {node_type: memory,
+    type: project, keywords: [...], ...}``). The mapping stays in ``extra`` as read."""
+    metadata = fields.get("metadata")
+    if not isinstance(metadata, dict):
+        return fields
+    nested = {key: metadata[key] for key in _DESCRIBING_FIELDS if isinstance(key, str) and key in metadata}
+    return {**nested, **{key: fields[key] for key in _DESCRIBING_FIELDS if key in fields}}
 
 
 def _split_frontmatter(text: str) -> tuple[str, str]:
@@ -197,23 +224,59 @@ def _memory_type(fields: dict[str, Any]) -> str:
     return kind
 
 
-def _terms(value: Any, key: str, *, split_commas: bool) -> tuple[str, ...]:
-    """Normalise to a tuple of distinct non-empty strings; one string is one item (or comma-separated ones)."""
+def _terms(value: Any, key: str, max_items: int, max_chars: int, problems: list[str]) -> tuple[str, ...]:
+    """A terms field as distinct non-empty strings: a list, or one string (``keywords``: split at
+    commas; ``usage_scenarios``: one per line). What cannot be read adds one line to ``problems``
+    and the memory still loads: a value of another kind is ignored, items past ``max_items``, items
+    over ``max_chars`` and nested values are dropped. The work is bounded by the limits."""
     if value is None:
         return ()
     if isinstance(value, str):
-        items: list[Any] = value.split(",") if split_commas else [value]
+        # a string can split into at most this many items that fit: the rest is never looked at
+        head = value[: max_items * (max_chars + 2)]
+        items: list[Any] = head.split(",") if key == "keywords" else head.splitlines()
+        if len(head) < len(value) and items:
+            items[-1] = _OVERFLOW  # cut by the head: never kept as a shorter term
     elif isinstance(value, (list, tuple)):
-        items = list(value)
+        items = list(value[: max_items * _INSPECT_FACTOR])
+        if len(value) > len(items):
+            items.append(_OVERFLOW)
     else:
-        raise MemoryParseError(f"'{key}' must be a list of strings, got a {type(value).__name__}")
+        problems.append(f"'{key}' ignored: a list or a string is expected, got a {_kind(value)}")
+        return ()
     terms: list[str] = []
     seen: set[str] = set()
+    nested = too_long = past = 0
     for item in items:
+        if item is _OVERFLOW or len(terms) >= max_items:
+            past += 1
+            continue
         if item is not None and not isinstance(item, _SCALARS):
-            raise MemoryParseError(f"'{key}' must be a list of strings, got a nested value")
-        word = " ".join(str(item).split()) if item is not None else ""
-        if word and word not in seen:
+            nested += 1
+            continue
+        word = " ".join(str(item)[: max_chars * _INSPECT_FACTOR].split()) if item is not None else ""
+        if len(word) > max_chars:
+            too_long += 1
+        elif word and word not in seen:
             seen.add(word)
             terms.append(word)
+    dropped = [
+        f"{nested} nested value{'s' if nested != 1 else ''}" if nested else "",
+        f"{too_long} over {max_chars} characters" if too_long else "",
+        f"everything past the first {max_items}" if past else "",
+    ]
+    if any(dropped):
+        problems.append(f"'{key}': dropped {', '.join(d for d in dropped if d)}")
     return tuple(terms)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "mapping"
+    if isinstance(value, datetime.date):
+        return "date"
+    return type(value).__name__

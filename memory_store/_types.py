@@ -49,6 +49,7 @@ class MemoryDoc:
     usage_scenarios: tuple[str, ...] = ()  # example requests, from the frontmatter
     enrichment: Enrichment | None = None  # the sidecar's entry for exactly these bytes, if any
     learned: Learned | None = None  # the learned file's entry for this path (it survives edits), if any
+    problems: tuple[str, ...] = ()  # what the file holds that the doc was read without, one line each (`validate`)
 
     @property
     def ref(self) -> str:

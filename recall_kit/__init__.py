@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
+    from recall_kit._vocabulary import keyword_vocabulary as keyword_vocabulary
+    from recall_kit._vocabulary import writing_note as writing_note
     from recall_kit._errors import ConfigError as ConfigError
     from recall_kit._errors import BackgroundError as BackgroundError
     from recall_kit._errors import SessionClosedError as SessionClosedError
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from recall_kit._recaller import Recaller as Recaller
     from recall_kit._render import render_memories as render_memories
     from recall_kit._selector import ModelSelector as ModelSelector
+    from recall_kit._model_lane import ModelLane as ModelLane
     from recall_kit._selector import Selection as Selection
     from recall_kit._session import INITIAL_WAIT_MS as INITIAL_WAIT_MS
     from recall_kit._session import Delivery as Delivery
@@ -118,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "SnapshotSource": "recall_kit._heuristic",
     "MAX_FAST_DOCS": "recall_kit.limits",
     "ModelSelector": "recall_kit._selector",
+    "ModelLane": "recall_kit._model_lane",
     "Selection": "recall_kit._selector",
     "Fallback": "recall_kit._kinds",
     "FallbackKind": "recall_kit._kinds",
@@ -130,6 +134,8 @@ _EXPORTS: dict[str, str] = {
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",
     "docs_to_enrich": "recall_kit._enricher",
+    "keyword_vocabulary": "recall_kit._vocabulary",
+    "writing_note": "recall_kit._vocabulary",
     # opening roots without a Recaller
     "open_indexed": "recall_kit._open",
     "open_watched": "recall_kit._open",

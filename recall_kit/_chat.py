@@ -21,6 +21,7 @@ from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, check_base_url
 from recall_kit._settings import load_selector_config
 from recall_kit._errors import ConfigError
 from recall_kit._kinds import FallbackKind
+from recall_kit._model_lane import ModelLane
 from recall_kit._secrets import Redactor, clean_api_key, split_url_credentials
 from recall_kit._text import one_line
 from recall_kit.limits import ERROR_SCAN_BYTES, ERROR_SNIPPET_CHARS, MAX_RESPONSE_BYTES
@@ -252,12 +253,14 @@ class ChatModelClient:
     unconfigured = "no model configured"
 
     def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+        lane: ModelLane | None = None,
     ) -> None:
         self._chat = ChatEndpoint(base_url, model, api_key=api_key, timeout=timeout, owner=type(self).__name__)
         self.base_url = self._chat.base_url
         self.model = model
         self.timeout = self._chat.timeout
+        self.lane = lane  # the process's model calls: a prompt's go first (the daemon's), None: no order kept
 
     async def aclose(self) -> None:
         """Close the HTTP connections opened on the running loop (see ``ChatEndpoint.aclose``)."""
@@ -274,9 +277,10 @@ class ChatModelClient:
         await self.aclose()
 
     @classmethod
-    def from_config(cls, config: SelectorConfig) -> Self:
-        """A client of ``config``'s endpoint; ConfigError when it lacks a base URL or a model, when its
-        base_url is an untrusted project file's (``refusal``), or when a setting is invalid."""
+    def from_config(cls, config: SelectorConfig, *, lane: ModelLane | None = None) -> Self:
+        """A client of ``config``'s endpoint (in ``lane``, when given); ConfigError when it lacks a base
+        URL or a model, when its base_url is an untrusted project file's (``refusal``), or when a
+        setting is invalid."""
         if config.refusal or config.problems:
             raise ConfigError(config.refusal or next(iter(config.problems.values())))
         if not config.configured:
@@ -285,7 +289,7 @@ class ChatModelClient:
                 "RECALL_KIT_BASE_URL and RECALL_KIT_MODEL, or [selector] in recall-kit.toml"
             )
         assert config.base_url and config.model
-        return cls(config.base_url, config.model, api_key=config.api_key, timeout=config.timeout)
+        return cls(config.base_url, config.model, api_key=config.api_key, timeout=config.timeout, lane=lane)
 
     @classmethod
     def from_env(

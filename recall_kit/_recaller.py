@@ -40,8 +40,9 @@ class Recaller:
 
     ``store`` is what the heuristic follows: a watched ``MemoryStore`` (or any ``SnapshotSource``),
     or a fixed ``Snapshot``. Without ``heuristic`` the Recaller builds a ``FastHeuristic`` over it.
-    With ``enrich``, a watched store's new and changed memories are enriched in the background
-    (at most ``enrich_calls_per_minute`` model calls, one at a time, on a thread of their own).
+    With ``enrich``, a watched store's new and changed memories are enriched in the background, on
+    a thread of their own: through the Enricher's lane when it has one (shared with a selector, so
+    a prompt's call goes first), else one call at a time, at most ``enrich_calls_per_minute``.
     With ``learn``, each validated model answer is fed back to the store's learned sidecars on a
     thread of its own (``learner``); it never keeps the selector's key or URL credentials.
 

@@ -6,6 +6,7 @@ It never raises into the caller (only CancelledError propagates): every failure 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from recall_kit.limits import MAX_ANSWER_TOKENS, MAX_MODEL_DOCS, REJECTED_REF_CH
 from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Fallback, FallbackKind, Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
+from recall_kit._model_lane import ModelLane
 
 logger = logging.getLogger("recall_kit.selector")
 
@@ -92,9 +94,10 @@ class ModelSelector(ChatModelClient):
     unconfigured = "no model selector configured"
 
     def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+        lane: ModelLane | None = None,
     ) -> None:
-        super().__init__(base_url, model, api_key=api_key, timeout=timeout)
+        super().__init__(base_url, model, api_key=api_key, timeout=timeout, lane=lane)
         self._redact = self._chat.redact
 
     @property
@@ -138,9 +141,11 @@ class ModelSelector(ChatModelClient):
             if not manifest.docs:
                 return fall_back("no_candidates", "no candidates")
             messages = selection_messages(query, manifest)
-            text, mode = await self._chat.complete(
-                messages, lambda mode: response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
-            )
+            # a prompt waits on this call: background calls in its lane stop and none starts meanwhile
+            with self.lane.foreground() if self.lane is not None else contextlib.nullcontext():
+                text, mode = await self._chat.complete(
+                    messages, lambda mode: response_format(mode, manifest), max_tokens=MAX_ANSWER_TOKENS
+                )
             raw = parse_answer(text)
         except _ChatFailure as failure:
             return fall_back(failure.kind, failure.reason, failure.mode)

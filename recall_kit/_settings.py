@@ -28,7 +28,7 @@ import platformdirs
 from recall_kit._config import DEFAULT_TIMEOUT_S, Raw, SelectorConfig, resolve_selector
 from recall_kit._config_files import TRUST_LABELS, ConfigFile, SettingsFiles, read_settings_files
 from recall_kit._errors import ConfigError
-from recall_kit.limits import MAX_MODEL_TIMEOUT_S, broad_root_refusal
+from recall_kit.limits import DAEMON_ENRICH_CALLS_PER_MINUTE, MAX_MODEL_TIMEOUT_S, broad_root_refusal
 
 T = TypeVar("T")
 
@@ -39,6 +39,10 @@ CACHE_DIR_ENV = "RECALL_KIT_CACHE_DIR"
 IDLE_TIMEOUT_ENV = "RECALL_KIT_IDLE_TIMEOUT"
 TRAIL_ENV = "RECALL_KIT_TRAIL"
 TRAIL_PROMPTS_ENV = "RECALL_KIT_TRAIL_PROMPTS"
+AGENT_KEYWORDS_ENV = "RECALL_KIT_AGENT_KEYWORDS"
+DAEMON_ENRICH_ENV = "RECALL_KIT_DAEMON_ENRICH"
+ENRICH_RATE_ENV = "RECALL_KIT_ENRICH_CALLS_PER_MINUTE"
+MAX_ENRICH_CALLS_PER_MINUTE = 6_000.0  # ten a second: past it a local server is the bound, not this
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -71,6 +75,17 @@ def _boolean(raw: Raw, name: str) -> bool:
     shown = repr(raw.value[:40]) if isinstance(raw.value, str) else repr(raw.value)
     wanted = "1 or 0 (true or false)" if raw.text else "true or false (a TOML boolean, unquoted)"
     raise ConfigError(f"{raw.origin}: {name} must be {wanted}, got {shown}")
+
+
+def _rate(raw: Raw, name: str) -> float:
+    try:
+        rate = float(raw.value) if not isinstance(raw.value, bool) else math.nan
+    except (TypeError, ValueError):
+        rate = math.nan
+    if not (0 < rate <= MAX_ENRICH_CALLS_PER_MINUTE):
+        raise ConfigError(f"{raw.origin}: {name} must be a number of calls above 0 and at most "
+                          f"{MAX_ENRICH_CALLS_PER_MINUTE:g}, got {raw.value!r}")
+    return rate
 
 
 def _text(raw: Raw, name: str) -> str | None:
@@ -150,6 +165,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 help="the daemon keeps the trail `recall-kit hook log` reads (opt-out)"),
     Declaration("trail_prompts", "", _boolean, env=TRAIL_PROMPTS_ENV, default=lambda: False,
                 help="the trail keeps each prompt's first characters too (opt-in)"),
+    # Neither may come from a project file nobody trusted: one would make a cloned repo decide what
+    # the user's agent is told each session, the other whether the user's model is sent memories.
+    Declaration("agent_keywords", "", _boolean, env=AGENT_KEYWORDS_ENV, default=lambda: True,
+                help="the hook asks the agent to write keywords and usage_scenarios into the memories it saves"),
+    Declaration("daemon_enrich", "", _boolean, env=DAEMON_ENRICH_ENV, default=lambda: True,
+                help="with a trusted model, the daemon enriches the memories it watches (opt-out)"),
+    Declaration("enrich_calls_per_minute", "", _rate, env=ENRICH_RATE_ENV, default=lambda: DAEMON_ENRICH_CALLS_PER_MINUTE,
+                help=f"the daemon's enrichment calls a minute, at most {MAX_ENRICH_CALLS_PER_MINUTE:g}"),
 )
 BY_NAME: Mapping[str, Declaration] = {d.name: d for d in DECLARATIONS}
 # the one list of what a project file nobody trusted may set (docs/security.md says the same)
@@ -168,6 +191,9 @@ class Settings:
     idle_timeout: Setting[float]
     trail: Setting[bool]
     trail_prompts: Setting[bool]
+    agent_keywords: Setting[bool]
+    daemon_enrich: Setting[bool]
+    enrich_calls_per_minute: Setting[float]
     files: SettingsFiles
     warnings: tuple[str, ...] = ()  # one line each: unknown keys, keys an untrusted file may not set
 
@@ -257,8 +283,9 @@ def load_settings(
     rest = {name: resolve(BY_NAME[name], found) for name, found in candidates.items() if name not in _SELECTOR}
     return Settings(
         roots=rest["roots"], selector=selector, learn=rest["learn"], cache_dir=rest["cache_dir"],
-        idle_timeout=rest["idle_timeout"], trail=rest["trail"],
-        trail_prompts=rest["trail_prompts"], files=files, warnings=tuple(warnings), problems=problems,
+        idle_timeout=rest["idle_timeout"], trail=rest["trail"], trail_prompts=rest["trail_prompts"],
+        agent_keywords=rest["agent_keywords"], daemon_enrich=rest["daemon_enrich"],
+        enrich_calls_per_minute=rest["enrich_calls_per_minute"], files=files, warnings=tuple(warnings), problems=problems,
     )
 
 

@@ -70,12 +70,13 @@ class DeliveryEvent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnrichEvent:
-    """One memory version enriched in the background, or the reason it was not."""
+    """One memory version enriched in the background, or the reason it was not (``preempted``: a
+    prompt needed the model; the version is asked for again)."""
 
     ref: str
     sha256: str
-    outcome: Literal["enriched", "failed"]
-    reason: str | None  # why it failed, one line
+    outcome: Literal["enriched", "failed", "preempted"]
+    reason: str | None  # why it failed or was preempted, one line
     keywords: int  # terms written
     usage_scenarios: int
     duration_ms: float  # of the model call and the sidecar write

@@ -56,6 +56,21 @@ MAX_ENRICH_TOKENS = 400  # 20 short keys and 3 requests fit in ~300 tokens; the 
 MAX_ENRICH_BODY_CHARS = 4_000  # the head of a long body says what it is about
 MAX_ENRICH_FIELD_CHARS = 300  # of the title and description shown to the model
 MAX_KEYWORD_WORDS = 6  # a longer "keyword" is a sentence (or an injected instruction), not a search key
+# Background enrichment takes what to do from a queue refilled from each snapshot, newest first: 1,000
+# memories written at once are a thousand versions pending, never more work held in memory than this.
+ENRICH_MAX_QUEUE = 256
+
+# --- the keyword vocabulary and the note asking an agent to write search terms ----------------------
+
+# The vocabulary (the keywords a store's memories carry, most used first) shown to a memory's writer:
+# about 40 terms of one or two words, some 110 tokens.
+VOCABULARY_MAX_TERMS = 60
+VOCABULARY_MAX_CHARS = 420  # of its JSON array
+VOCABULARY_TERM_CHARS = 40
+VOCABULARY_INSPECT_TERMS = 200_000  # keywords looked at to rank it: 10,000 memories of 20 each
+# The note (the request and the vocabulary) rides in the hook's context beside a rendered block at
+# the session's first prompt: the two stay under HOOK_CONTEXT_MAX_CHARS (tests/recall_kit/test_vocabulary.py).
+WRITING_NOTE_MAX_CHARS = 960
 
 # --- the rendered block ------------------------------------------------------------------------------
 
@@ -89,6 +104,14 @@ DAEMON_MAX_ROOTS = 16
 # five threads); opening one more closes the least recently used, and its sessions with it.
 DAEMON_MAX_STORES = 16
 DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more closes the least recently used
+# The daemon's background enrichment, across all its stores: calls in flight and started a minute
+# (a prompt's selector call always goes first). A memory the agent writes now and then is enriched
+# at once; a backlog of 200 memories takes 20 minutes, one at a time behind the user's own prompts.
+DAEMON_ENRICH_CONCURRENCY = 2
+DAEMON_ENRICH_CALLS_PER_MINUTE = 10.0
+# SessionStart asks the daemon for the note with its vocabulary: a root set not open by then gets
+# the note with the session's first prompt instead (its opening goes on, for that prompt).
+WRITING_NOTE_WAIT_S = 0.4
 
 # --- settings ----------------------------------------------------------------------------------------
 

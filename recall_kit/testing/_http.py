@@ -56,6 +56,13 @@ class RecordedRequest:
         return str((self.response_format or {}).get("type", "text"))
 
     @property
+    def system_message(self) -> str:
+        """The content of the first system message, or "" when there is none."""
+        messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
+        systems = [m.get("content", "") for m in messages if isinstance(m, dict) and m.get("role") == "system"]
+        return systems[0] if systems and isinstance(systems[0], str) else ""
+
+    @property
     def user_message(self) -> str:
         """The content of the last user message, or "" when there is none."""
         messages = self.body.get("messages", []) if isinstance(self.body, dict) else []

@@ -5,8 +5,10 @@ so it can also misbehave the way real servers do: reset the connection, never an
 body one byte at a time. Which reply a request gets, first match wins:
 
 1. a marker in the query, ``[[scripted:NAME]]`` (names in ``REPLY_BY_NAME``);
-2. the next reply queued with ``server.script(...)``;
-3. the run's default: ``Reply.select(*selections)``, else ``Reply.oracle()`` with ``oracle=``,
+2. for an enrichment request (told apart by the enricher's system prompt; ``is_enrichment``), the
+   server's ``enrichment`` reply when it has one;
+3. the next reply queued with ``server.script(...)``;
+4. the run's default: ``Reply.select(*selections)``, else ``Reply.oracle()`` with ``oracle=``,
    else ``Reply.empty()``.
 
 A request whose ``response_format`` type is not in ``response_formats`` gets a 400 first, without
@@ -28,6 +30,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from recall_kit._enricher import SYSTEM_PROMPT as ENRICH_SYSTEM_PROMPT
 from recall_kit._manifest import read_user_message
 from recall_kit.testing._http import Connection, LoopbackServer, RecordedRequest, ScriptedServerError, head
 from recall_kit.testing._replies import REPLY_BY_NAME, Oracle, Reply, answer_text
@@ -49,8 +52,10 @@ class ScriptedChatServer(LoopbackServer):
         default: Reply | None = None,
         latency_ms: float | Sequence[float] = 0.0,
         response_formats: Iterable[str] = ALL_RESPONSE_FORMATS,
+        enrichment: Reply | None = None,
     ) -> None:
         self.oracle = Oracle(oracle) if oracle is not None else None
+        self.enrichment = enrichment  # what every enrichment request gets, when set
         if default is None:
             default = Reply.select(*selections) if selections is not None else (
                 Reply.oracle() if self.oracle else Reply.empty())
@@ -116,6 +121,8 @@ class ScriptedChatServer(LoopbackServer):
         marker = _MARKER.search(record.query)
         if marker and marker.group(1) in REPLY_BY_NAME:
             return REPLY_BY_NAME[marker.group(1)]
+        if self.enrichment is not None and is_enrichment(record):
+            return self.enrichment
         with self._lock:
             return self._queue.popleft() if self._queue else self.default
 
@@ -194,6 +201,11 @@ class ScriptedChatServer(LoopbackServer):
             connection.writer.write(payload[index:index + 1])
             await connection.writer.drain()
         return True
+
+
+def is_enrichment(record: RecordedRequest) -> bool:
+    """Whether ``record`` is an enricher's request (a memory's search terms), not a selector's."""
+    return record.system_message == ENRICH_SYSTEM_PROMPT
 
 
 def _completion(model: str, text: str) -> dict[str, Any]:

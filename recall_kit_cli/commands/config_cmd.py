@@ -114,8 +114,10 @@ def _settings() -> dict[str, Setting]:
     settings["learn"] = {"value": "on" if loaded.learn.value else "off", "source": loaded.learn.source}
     settings["cache_dir"] = {"value": str(loaded.cache_dir.value), "source": loaded.cache_dir.source}
     settings["idle_timeout"] = {"value": f"{loaded.idle_timeout.value:g}", "source": loaded.idle_timeout.source}
-    for name in ("trail", "trail_prompts"):
+    for name in ("trail", "trail_prompts", "agent_keywords", "daemon_enrich"):
         settings[name] = {"value": "on" if loaded[name].value else "off", "source": loaded[name].source}
+    rate = loaded.enrich_calls_per_minute
+    settings["enrich_calls_per_minute"] = {"value": f"{rate.value:g}", "source": rate.source}
     for name, problem in problems.items():
         settings[name]["problem"] = problem
     if selector.refusal:  # beside the key withheld, else beside the base_url that gets nothing

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from memory_store import MemoryDoc, MemoryStore, MemoryStoreError, Snapshot
-from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich
+from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enrich, keyword_vocabulary
 from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
@@ -27,7 +27,8 @@ FLUSH_INTERVAL_S = 1.0  # a model call takes about this long or more: in practic
 @click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--model", help="Model name at that endpoint.")
 @click.option("--model-timeout", type=float, help="Seconds one memory's model call may take (default 30).")
-@click.option("--all", "everything", is_flag=True, help="Enrich every memory, not only those without a fresh entry.")
+@click.option("--all", "everything", is_flag=True,
+              help="Enrich every memory, not only those without a fresh entry or terms of their own.")
 @click.option("--concurrency", default=1, show_default=True, help="Model calls in flight at once.")
 @click.option("--dry-run", is_flag=True, help="List what would be enriched; call no model.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
@@ -61,11 +62,13 @@ def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, co
     snapshot = store.snapshot()
     todo = docs_to_enrich(list(snapshot.docs.values()), everything=everything)
     fresh = sorted(d.ref for d in snapshot.docs.values() if d.enrichment is not None and not everything)
+    chosen = {doc.ref for doc in todo}
+    own = sorted(d.ref for d in snapshot.docs.values() if d.enrichment is None and d.ref not in chosen)  # their writer's terms
     refused = _refused(store, todo)
     todo = [doc for doc in todo if doc.scope not in refused]  # no model call for terms that could not be kept
     if config is None:
         _show_refused(refused, as_json)
-        _show_dry_run(todo, fresh, snapshot, refused, as_json)
+        _show_dry_run(todo, fresh, own, snapshot, refused, as_json)
         return
     if refused and not todo:
         raise InputError("; ".join(line for line, _ in refused.values()))
@@ -81,12 +84,13 @@ def _run(store: MemoryStore, config: SelectorConfig | None, everything: bool, co
             advance()
 
         try:
-            asyncio.run(_enrich_all(Enricher.from_config(config), todo, concurrency, finished))
+            vocabulary = keyword_vocabulary(snapshot)  # each request shows it: related memories share terms
+            asyncio.run(_enrich_all(Enricher.from_config(config), todo, vocabulary, concurrency, finished))
         except KeyboardInterrupt:
             interrupted = True
         finally:
             results = sidecars.flush(results)
-    _show_summary(results, fresh, snapshot, config, refused, interrupted, as_json)
+    _show_summary(results, fresh, own, snapshot, config, refused, interrupted, as_json)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if refused or any(r.outcome == "failed" for r in results):
@@ -126,7 +130,8 @@ def _config(base_url: str | None, model: str | None, timeout: float | None) -> S
 
 
 async def _enrich_all(
-    enricher: Enricher, docs: Sequence[MemoryDoc], concurrency: int, finished: Callable[[EnrichmentResult], None]
+    enricher: Enricher, docs: Sequence[MemoryDoc], vocabulary: Sequence[str], concurrency: int,
+    finished: Callable[[EnrichmentResult], None],
 ) -> None:
     """Enrich ``docs`` with at most ``concurrency`` calls in flight; ``finished`` runs on the loop
     between awaits, so a cancellation (Ctrl-C) never interrupts a sidecar write."""
@@ -134,7 +139,7 @@ async def _enrich_all(
 
     async def worker() -> None:
         while queue:
-            finished(await enricher.enrich(queue.pop()))
+            finished(await enricher.enrich(queue.pop(), vocabulary))
 
     async with enricher:
         async with asyncio.TaskGroup() as group:
@@ -208,22 +213,23 @@ def _load_errors(snapshot: Snapshot) -> list[str]:
 
 
 def _show_dry_run(
-    todo: Sequence[MemoryDoc], fresh: Sequence[str], snapshot: Snapshot, refused: dict[str, tuple[str, int]],
-    as_json: bool,
+    todo: Sequence[MemoryDoc], fresh: Sequence[str], own: Sequence[str], snapshot: Snapshot,
+    refused: dict[str, tuple[str, int]], as_json: bool,
 ) -> None:
     if as_json:
-        payload = {"dry_run": True, "would_enrich": [d.ref for d in todo], "fresh": list(fresh),
+        payload = {"dry_run": True, "would_enrich": [d.ref for d in todo], "fresh": list(fresh), "own_terms": list(own),
                    "refused": _refused_json(refused), "load_errors": _load_errors(snapshot)}
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
     for doc in todo:
         click.echo(f"would enrich  {doc.ref}")
-    click.echo(f"dry run: {len(todo)} to enrich, {len(fresh)} fresh; no model called")
+    click.echo(f"dry run: {len(todo)} to enrich, {len(fresh)} fresh{_own(own)}; no model called")
 
 
 def _show_summary(
     results: Sequence[EnrichmentResult],
     fresh: Sequence[str],
+    own: Sequence[str],
     snapshot: Snapshot,
     config: SelectorConfig,
     refused: dict[str, tuple[str, int]],
@@ -242,6 +248,7 @@ def _show_summary(
                 for r in enriched
             ],
             "fresh": list(fresh),
+            "own_terms": list(own),
             "failed": [{"ref": r.ref, "reason": r.reason, "latency_ms": round(r.latency_ms, 1)} for r in failed],
             "refused": _refused_json(refused),
             "interrupted": interrupted,
@@ -254,4 +261,8 @@ def _show_summary(
     for r in failed:
         click.echo(f"failed    {r.ref}: {r.reason}")
     note = " (interrupted: finished entries were kept)" if interrupted else ""
-    click.echo(f"enriched {len(enriched)}, fresh {len(fresh)}, failed {len(failed)}{note}")
+    click.echo(f"enriched {len(enriched)}, fresh {len(fresh)}, failed {len(failed)}{_own(own)}{note}")
+
+
+def _own(own: Sequence[str]) -> str:
+    return f", {len(own)} with terms of their own (keywords and usage_scenarios)" if own else ""

@@ -74,13 +74,34 @@ def status_lines(status: dict[str, Any]) -> list[str]:
     for store in status.get("stores") or []:
         roots = ", ".join(str(root) for root in store.get("roots", []))
         lines.append(f"  {roots}: {store.get('docs')} memories, version {store.get('version')}")
+        if store.get("enrichment"):
+            lines.append(f"    enrichment: {enrichment_counts(store['enrichment'])}")
     lines += [
         f"model: {selector}",
+        f"enrichment: {enrichment_line(status.get('enrichment'))}",
         f"requests: {status.get('requests')}, connections: {status.get('connections')}, "
         f"refused peers: {status.get('refused_peers')}",
         f"threads: {status.get('threads')}, tasks: {status.get('tasks')}, open files: {status.get('fds')}",
     ]
     return lines
+
+
+def enrichment_counts(counts: dict[str, Any]) -> str:
+    """What background enrichment did and has left, in one line."""
+    line = (f"{counts.get('enriched')} enriched, {counts.get('pending')} pending, {counts.get('in_flight')} in flight, "
+            f"{counts.get('failed')} failed, {counts.get('calls')} model calls ({counts.get('preempted')} cut short for a prompt)")
+    refused = counts.get("refused_roots")
+    return line + (f"; sidecar not writable in {', '.join(map(str, refused))}" if refused else "")
+
+
+def enrichment_line(enrichment: Any) -> str:
+    """The daemon's background enrichment: off and why, or its totals."""
+    if not isinstance(enrichment, dict):
+        return "unknown (an older daemon)"
+    if not enrichment.get("on"):
+        return f"off: {enrichment.get('why')}"
+    return (f"on with {enrichment.get('model')}, at most {enrichment.get('concurrency')} calls at once and "
+            f"{enrichment.get('calls_per_minute'):g} a minute: {enrichment_counts(enrichment)}")
 
 
 def _duration(seconds: float) -> str:

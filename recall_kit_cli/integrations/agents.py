@@ -61,6 +61,10 @@ class Agent(NamedTuple):
     tested_version: str
     folders: Callable[[EventContext], tuple[MemoryFolder, ...]]
     install_note: str = ""  # said after `hook install`: what the user should also set
+    # where the note asking for keywords reaches the agent's memory writer: at SessionStart (the
+    # session's first prompt when the daemon could not answer then), or with the first prompt only
+    writing_note_at_start: bool = True
+    writing_note_at: str = "at each session's start"
 
     def settings_path(self, scope: str, cwd: str, home: str) -> str:
         """The settings file of ``scope`` ("user" or "project", the project being ``cwd``)."""
@@ -339,6 +343,10 @@ QWEN_CODE = Agent(
     events=HOOK_EVENTS,
     tested_version="0.24.4",
     folders=qwen_code_folders,
+    # its memory extractor is a request of its own that reads the conversation but not the system
+    # prompt SessionStart context goes into (checked with `qwen -p`, docs/integrations.md)
+    writing_note_at_start=False,
+    writing_note_at="with each session's first prompt (its memory extractor reads the conversation, not SessionStart context)",
     install_note=(
         "Qwen Code recalls the same memory folders itself, beside this hook, so a memory can reach "
         "the model twice; its only switch, \"memory\": {\"enableManagedAutoMemory\": false} in "

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     default=None,
     help="Exit after this many seconds without a request (default 1800; or RECALL_KIT_IDLE_TIMEOUT).",
 )
-@click.option("--fast-only", is_flag=True, help="No model stage, even when one is configured.")
+@click.option("--fast-only", is_flag=True, help="No model at all (no refinement, no enrichment), even when one is configured.")
 @click.option("--debounce-ms", type=float, default=None, help="Debounce window for file events.")
 @click.option("--no-cache", is_flag=True, help="Open memory folders without the index cache.")
 @click.option("--learn", is_flag=True, default=None, help="Learn from the model (or RECALL_KIT_LEARN=1).")
@@ -82,6 +82,8 @@ def serve(
             debounce_ms=debounce_ms, use_cache=not no_cache, cache_dir=settings.cache_dir.value,
             learn=settings.learn.value,
             trail=Trail(paths.trail, keep_prompts=settings.trail_prompts.value) if settings.trail.value else None,
+            enrich=settings.daemon_enrich.value, enrich_calls_per_minute=settings.enrich_calls_per_minute.value,
+            agent_keywords=settings.agent_keywords.value,
         )
         try:
             daemon.acquire()
@@ -193,6 +195,8 @@ def hook_install(agent: str, scope: str, roots: tuple[str, ...], allow_missing: 
     if not roots:
         echo(f"each prompt recalls from {spec.title}'s own memory folders for its project; "
              "see them with `recall-kit hook status`")
+    echo(f"{spec.title} is asked for keywords and usage_scenarios in each memory it saves, {spec.writing_note_at} "
+         "(off: agent_keywords = false in your recall-kit.toml, or RECALL_KIT_AGENT_KEYWORDS=0)")
     if spec.install_note:
         echo(f"note: {spec.install_note}")
 
@@ -240,10 +244,12 @@ def hook_status(as_json: bool) -> None:
     Example:
       recall-kit hook status
     """
+    from recall_kit_cli._config_file import load
     from recall_kit_cli._output import echo_json
     from recall_kit_cli.integrations.hook_status import collect_status, status_text
 
-    status = collect_status(os.getcwd(), dict(os.environ))
+    settings = load(lenient=True)  # what a daemon started here would ask the agent
+    status = collect_status(os.getcwd(), dict(os.environ), agent_keywords=bool(settings.agent_keywords.value))
     if as_json:
         echo_json(status)
     else:
@@ -266,21 +272,24 @@ def hook_log(limit: int, session: str | None, as_json: bool) -> None:
     from memory_store import UnsafePathError
     from recall_kit_cli._output import echo_json
     from recall_kit_cli.integrations._runtime import runtime_paths
-    from recall_kit_cli.integrations.trail import describe, read_trail
+    from recall_kit_cli.integrations.trail import describe, describe_enrichment, read_enrichments, read_trail
 
     path = runtime_paths().trail
     try:
         prompts = read_trail(path, limit=limit, session=session)
+        enriched = read_enrichments(path, limit=limit) if session is None else []
     except UnsafePathError as exc:
         raise InputError(f"refusing to read the trail: {exc}") from None
     if as_json:
-        echo_json({"trail": str(path), "prompts": [p.to_dict() for p in prompts]})
+        echo_json({"trail": str(path), "prompts": [p.to_dict() for p in prompts], "enrichment": enriched})
         return
-    if not prompts:
+    if not prompts and not enriched:
         echo(f"no prompts in {clean(path)} yet (the daemon writes it; RECALL_KIT_TRAIL=0 turns it off)")
         return
     for prompt in prompts:
         echo(*(clean(line) for line in describe(prompt)))
+    if enriched:
+        echo(f"background enrichment (the last {len(enriched)}):", *(f"  {clean(describe_enrichment(r))}" for r in enriched))
 
 
 @click.command("mcp", cls=HelpCommand)

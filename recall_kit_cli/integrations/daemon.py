@@ -19,14 +19,34 @@ import socket
 import struct
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
-from memory_store import MAX_ROOT_ENTRIES, RecallKitError, open_private, private_folder
-from recall_kit import ModelSelector, Recaller, RecallSession, SelectorConfig, open_recaller
+from memory_store import MAX_ROOT_ENTRIES, RecallKitError, Snapshot, open_private, private_folder
+from recall_kit import (
+    Enricher,
+    ModelLane,
+    ModelSelector,
+    Recaller,
+    RecallSession,
+    SelectorConfig,
+    keyword_vocabulary,
+    open_recaller,
+    writing_note,
+)
 from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
-from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
+from recall_kit.limits import (
+    DAEMON_ENRICH_CALLS_PER_MINUTE,
+    DAEMON_ENRICH_CONCURRENCY,
+    DAEMON_MAX_SESSIONS,
+    DAEMON_MAX_STORES,
+    MAX_SESSION_ID_CHARS,
+    PROTOCOL_MAX_LINE_BYTES,
+    WRITING_NOTE_WAIT_S,
+)
+from recall_kit_cli.integrations._offloop import close_quietly, in_thread, retrieved
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
@@ -37,7 +57,6 @@ _log = logging.getLogger("recall_kit.daemon")
 DEFAULT_SESSION_TTL_S = 6 * 3600.0  # an agent that died without SessionEnd leaves its session this long
 SHUTDOWN_GRACE_S = 5.0  # closing sessions and stores after a stop; what is still stuck then is left to the exit
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
-_T = TypeVar("_T")
 
 
 class AlreadyRunning(RecallKitError):
@@ -74,7 +93,15 @@ class RecallDaemon:
         max_stores: int = DAEMON_MAX_STORES,
         max_sessions: int = DAEMON_MAX_SESSIONS,
         trail: Trail | None = None,
+        enrich: bool = False,
+        enrich_concurrency: int = DAEMON_ENRICH_CONCURRENCY,
+        enrich_calls_per_minute: float = DAEMON_ENRICH_CALLS_PER_MINUTE,
+        agent_keywords: bool = True,
     ) -> None:
+        """``selector_config`` is the model the prompts are refined with (None: fast path only); with
+        ``enrich`` the same model also enriches every root set's memories in the background. Both
+        share one ModelLane, so a prompt's call always goes first. ``agent_keywords`` gives each
+        session the note asking its agent for keywords and usage scenarios."""
         self.paths = paths
         self.idle_timeout_s = idle_timeout_s
         self.session_ttl_s = session_ttl_s
@@ -90,6 +117,12 @@ class RecallDaemon:
         self._cache_dir = cache_dir  # the loaded settings' (None: open_recaller's default)
         self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars
         self._trail = trail  # what each prompt got and why, for `recall-kit hook log`; None: kept nowhere
+        self._enrich = enrich and selector_config is not None  # nothing is sent without a trusted model
+        self._lane = ModelLane(concurrency=enrich_concurrency, calls_per_minute=enrich_calls_per_minute)
+        self._agent_keywords = agent_keywords
+        self._noted: dict[str, None] = {}  # sessions given the writing note, the least recently noted first
+        self._vocabularies: weakref.WeakKeyDictionary[Recaller, tuple[Snapshot, tuple[str, ...]]] = (
+            weakref.WeakKeyDictionary())  # a root set's vocabulary, for the snapshot it was built from
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -137,7 +170,7 @@ class RecallDaemon:
         listener = self._bind()
         server = await asyncio.start_unix_server(self._serve_client, sock=listener, limit=PROTOCOL_MAX_LINE_BYTES)
         if self._selector_config is not None:
-            self._selector = ModelSelector.from_config(self._selector_config)
+            self._selector = ModelSelector.from_config(self._selector_config, lane=self._lane)
         try:
             on_ready()
             await self._watch_idle()
@@ -204,9 +237,9 @@ class RecallDaemon:
                 closing = []
                 for opening in openings:
                     if not opening.done():
-                        opening.cancel()  # its thread hands what it opens to _close_quietly
+                        opening.cancel()  # its thread hands what it opens to close_quietly
                     elif not opening.cancelled() and opening.exception() is None:
-                        closing.append(_in_thread(opening.result().close))  # the shared selector is closed below
+                        closing.append(in_thread(opening.result().close))  # the shared selector is closed below
                 if closing:
                     await asyncio.wait(closing)
                 if self._selector is not None:
@@ -307,7 +340,44 @@ class RecallDaemon:
         conversation.session.begin(query)  # begin() cuts it to what recall reads
         while len(self._conversations) > self.max_sessions:  # the least recently used go; this one is the most recent
             await self._drop_session(next(iter(self._conversations)))
+        if message.get("writing_note") is True and sid not in self._noted:
+            return {"writing_note": await self._writing_note(sid, recaller)}  # the session had none yet
         return {}
+
+    async def _op_writing_note(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The note for a session (``unless_given``: only if it had none): with the vocabulary of
+        ``roots`` (none: the note alone) when they open within WRITING_NOTE_WAIT_S, else nothing and
+        the session's first prompt gets it (the opening goes on for that prompt)."""
+        sid = _session_id(message)
+        if message.get("unless_given") is True and sid in self._noted:
+            return {"text": None}
+        roots = message.get("roots")
+        if roots == [] or not self._agent_keywords:
+            return {"text": await self._writing_note(sid, None)}
+        key = _roots_key(roots)
+        opening = asyncio.ensure_future(self._recaller(key))
+        opening.add_done_callback(retrieved)  # a refusal after the wait is the next prompt's to say
+        done, _ = await asyncio.wait({opening}, timeout=WRITING_NOTE_WAIT_S)
+        if not done:
+            return {"text": None}
+        return {"text": await self._writing_note(sid, opening.result())}
+
+    async def _writing_note(self, sid: str, recaller: Recaller | None) -> str | None:
+        """The note (None when the setting is off), the session now counted as given one."""
+        if not self._agent_keywords:
+            return None
+        self._noted.pop(sid, None)
+        self._noted[sid] = None
+        while len(self._noted) > self.max_sessions:
+            del self._noted[next(iter(self._noted))]
+        if recaller is None:
+            return writing_note()
+        snapshot = recaller.snapshot()
+        known = self._vocabularies.get(recaller)
+        if known is None or known[0] is not snapshot:  # once per snapshot: a session's first prompt waits for it
+            known = (snapshot, await in_thread(lambda: keyword_vocabulary(snapshot)))  # builds deferred docs: off the loop
+            self._vocabularies[recaller] = known
+        return writing_note(known[1])
 
     async def _op_consume(self, message: dict[str, Any]) -> dict[str, Any]:
         sid = _session_id(message)
@@ -353,6 +423,7 @@ class RecallDaemon:
         await conversation.session.close()
 
     async def _op_close_session(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._noted.pop(_session_id(message), None)
         conversation = self._conversations.pop(_session_id(message), None)
         if conversation is not None:
             await conversation.session.close()
@@ -368,10 +439,18 @@ class RecallDaemon:
             if task.done() and not task.cancelled() and task.exception() is None:
                 recaller = task.result()
                 snapshot = recaller.snapshot()
-                stores.append({
+                store: dict[str, Any] = {
                     "roots": list(key), "version": snapshot.version, "docs": len(snapshot.docs),
                     "reused_from_cache": recaller.reused_from_cache,
-                })
+                }
+                if recaller.enrichment is not None:
+                    stats = await in_thread(recaller.enrichment.stats)  # counts what is pending: off the loop
+                    store["enrichment"] = {
+                        "enriched": stats.enriched, "pending": stats.pending, "in_flight": stats.in_flight,
+                        "failed": stats.failed, "preempted": stats.preempted, "calls": stats.calls,
+                        "refused_roots": list(stats.refused_roots),
+                    }
+                stores.append(store)
         return {
             "protocol": PROTOCOL_VERSION,
             "pid": os.getpid(),
@@ -394,13 +473,28 @@ class RecallDaemon:
             "threads": threading.active_count(),
             "fds": _open_fds(),
             "selector": self._selector_config.model if self._selector_config else None,
+            "enrichment": self._enrichment_status(stores),
+            "agent_keywords": self._agent_keywords,
         }
+
+    def _enrichment_status(self, stores: list[dict[str, Any]]) -> dict[str, Any]:
+        """Background enrichment across the root sets: on or off (and why), and its totals."""
+        if not self._enrich:
+            why = "no model (or an untrusted one)" if self._selector_config is None else "turned off (daemon_enrich)"
+            return {"on": False, "why": why}
+        lane = self._lane.counts()
+        totals = {name: sum(s["enrichment"][name] for s in stores if "enrichment" in s)
+                  for name in ("enriched", "pending", "in_flight", "failed", "preempted", "calls")}
+        return {"on": True, "model": self._selector_config.model if self._selector_config else None, **totals,
+                "prompt_calls": lane.foreground_calls, "concurrency": self._lane.concurrency,
+                "calls_per_minute": round(60.0 / self._lane.interval_s, 3)}
 
     _handlers: dict[str, Callable[[RecallDaemon, dict[str, Any]], Any]] = {
         "begin": _op_begin,
         "consume": _op_consume,
         "finish": _op_finish,
         "close_session": _op_close_session,
+        "writing_note": _op_writing_note,
         "status": _op_status,
         "stop": _op_stop,
     }
@@ -438,7 +532,7 @@ class RecallDaemon:
                     await self._drop_session(sid)
             if not opening.cancelled() and opening.exception() is None:
                 self._stores_closed += 1
-                await _in_thread(opening.result().close)
+                await in_thread(opening.result().close)
         except Exception:  # the root set is gone from the daemon either way; what failed is logged
             _log.exception("closing the root set %s failed", list(key))
 
@@ -446,61 +540,20 @@ class RecallDaemon:
         """Open ``key`` once the stores it replaces are closed: never more than ``max_stores`` at once."""
         if closing:
             await asyncio.gather(*closing)
-        return await _in_thread(lambda: self._open(key), abandon=_close_quietly)
+        return await in_thread(lambda: self._open(key), abandon=close_quietly)
 
     def _open(self, key: tuple[str, ...]) -> Recaller:
         check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
+        enricher = (
+            Enricher.from_config(self._selector_config, lane=self._lane)
+            if self._enrich and self._selector_config is not None else None
+        )
         return open_recaller(
             key, watch=True, use_cache=self._use_cache, cache_dir=self._cache_dir, selector=self._selector,
-            learn=self._learn, telemetry=self._trail.emit if self._trail is not None else None, **self._store_options,
+            enrich=enricher, learn=self._learn, telemetry=self._trail.emit if self._trail is not None else None,
+            **self._store_options,
         )
-
-
-def _in_thread(work: Callable[[], _T], *, abandon: Callable[[_T], object] | None = None) -> asyncio.Future[_T]:
-    """``work()`` on a daemon thread of its own, as a future of the running loop: a call that
-    blocks forever (an open of a FIFO) never holds up the exit, as the default executor's threads
-    would. What ``work`` returns after its future was cancelled, or its loop closed, goes to ``abandon``."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def settle(result: _T) -> None:
-        if not future.cancelled():
-            future.set_result(result)
-        elif abandon is not None:
-            threading.Thread(target=abandon, args=(result,), name="recall-kit-close", daemon=True).start()
-
-    def fail(exc: BaseException) -> None:
-        if not future.cancelled():
-            future.set_exception(exc)
-
-    def run() -> None:
-        try:
-            result = work()
-        except BaseException as exc:  # handed to the awaiting request, which answers with it
-            _call_soon(loop, fail, exc)
-            return
-        if not _call_soon(loop, settle, result) and abandon is not None:
-            abandon(result)
-
-    threading.Thread(target=run, name="recall-kit-open", daemon=True).start()
-    return future
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[Any], None], arg: Any) -> bool:
-    """Run ``callback(arg)`` on ``loop``; False when the loop is closed already."""
-    try:
-        loop.call_soon_threadsafe(callback, arg)
-    except RuntimeError:
-        return False
-    return True
-
-
-def _close_quietly(recaller: Recaller) -> None:
-    try:
-        recaller.close()
-    except Exception:  # nobody is left to tell
-        _log.exception("closing an abandoned root set failed")
 
 
 def _encode(answer: dict[str, Any]) -> bytes:

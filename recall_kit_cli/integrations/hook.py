@@ -6,6 +6,10 @@ warm daemon. It never breaks the agent: on any failure it prints nothing, exits 
 The roots of a prompt are the ``--root`` folders when any are given (they replace the agent's
 folders), else the agent's own memory folders for the event's project (``agents``), those that
 exist now: a folder that appears later is opened by the first prompt after it does.
+
+Once per session the agent is also handed the daemon's writing note (what to write into each
+memory it saves, with the store's keyword vocabulary): at SessionStart where that reaches the
+agent's memory writer and the daemon already listens, else with the session's first prompt.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 from typing import IO, Any
 
 from memory_store import RecallKitError  # its errors module alone: cheap
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, bounded_prompt
+from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, WRITING_NOTE_MAX_CHARS, bounded_prompt
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, check_socket_folder, listening, request
@@ -103,20 +107,30 @@ def _handle(
     if not isinstance(session, str) or not session:
         raise _HookFailure("hook input has no session_id")
     if event == "SessionStart":
-        _start_daemon(paths, env)  # the imports alone take about a second: begin them before the first prompt
-        return None
+        check_socket_folder(paths.socket)  # never talk to, or start, a daemon where another user could listen
+        if not listening(paths.socket):
+            _start_daemon(paths, env)  # the imports alone take about a second: begin them before the first prompt
+            return None  # the session's first prompt brings the note
+        if not agent.writing_note_at_start:
+            return None
+        start = {"op": "writing_note", "session": session, "roots": prompt_roots(agent, payload, roots, env)}
+        return _note_context(event, _call(paths, [start], deadline, env, autostart=False)[-1].get("text"))
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return None
         absolute = prompt_roots(agent, payload, roots, env)
-        if not absolute:
-            return None  # none of the agent's folders exists yet: nothing to recall, nothing to say
-        # cut to what recall reads before the protocol's line limit can refuse it
-        begin = {"op": "begin", "session": session, "roots": absolute, "query": bounded_prompt(prompt)}
+        if not absolute:  # none of the agent's folders exists yet: nothing to recall; the note, if it is due
+            if not listening(paths.socket):
+                return None
+            note: dict[str, Any] = {"op": "writing_note", "session": session, "roots": [], "unless_given": True}
+            return _note_context(event, _call(paths, [note], deadline, env, autostart=False)[-1].get("text"))
+        # cut to what recall reads before the protocol's line limit can refuse it; the note comes
+        # along when this session has had none yet (the daemon keeps count)
+        begin = {"op": "begin", "session": session, "roots": absolute, "query": bounded_prompt(prompt), "writing_note": True}
         consume = {"op": "consume", "session": session, "point": "initial"}
         responses = _call(paths, [begin, consume], deadline, env, autostart=True)
-        return _context(agent, event, responses[-1])
+        return _context(agent, event, responses[-1], responses[0].get("writing_note"))
     if event == "PostToolUse":
         consume = {"op": "consume", "session": session, "point": "tool_result"}
         return _context(agent, event, _call(paths, [consume], deadline, env, autostart=False)[-1])
@@ -138,15 +152,25 @@ def prompt_roots(agent: Agent, payload: dict[str, Any], roots: list[str], env: d
     return existing_folders(agent.folders(context))
 
 
-def _context(agent: Agent, event: str, response: dict[str, Any]) -> dict[str, Any] | None:
+def _context(agent: Agent, event: str, response: dict[str, Any], note: object = None) -> dict[str, Any] | None:
+    """The hook's answer: the writing note (when one came) and the delivered block, within the agent's cap."""
     delivery = response.get("delivery")
-    if not isinstance(delivery, dict) or not delivery.get("text"):
-        return None
-    text = delivery["text"]
-    if not isinstance(text, str) or len(text) > HOOK_CONTEXT_MAX_CHARS:
+    text = delivery.get("text") if isinstance(delivery, dict) else None
+    if not isinstance(text, str) or not text:
+        return _note_context(event, note)
+    if isinstance(note, str) and note and len(note) <= WRITING_NOTE_MAX_CHARS:
+        text = f"{note}\n\n{text}"
+    if len(text) > HOOK_CONTEXT_MAX_CHARS:
         # the agent would cut it mid-memory (or file it away): the daemon renders within its budget, so this is not ours
         raise _HookFailure(f"the delivery is {len(text)} characters, over {agent.title}'s {HOOK_CONTEXT_MAX_CHARS}; dropped")
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _note_context(event: str, note: object) -> dict[str, Any] | None:
+    """The writing note alone as the hook's answer; None without one (off, or given already)."""
+    if not isinstance(note, str) or not note or len(note) > WRITING_NOTE_MAX_CHARS:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": note}}
 
 
 def _call(

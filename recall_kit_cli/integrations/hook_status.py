@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import MemoryStore, MemoryStoreError, RecallKitError
-from recall_kit_cli.integrations._control import daemon_status
+from recall_kit_cli.integrations._control import daemon_status, enrichment_line
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import runtime_paths
 from recall_kit_cli.integrations.agent_settings import SettingsError, installed_commands, read_settings, settings_path
@@ -24,16 +24,20 @@ from recall_kit_cli.integrations.protocol import DaemonError
 SCOPES = ("user", "project")
 
 
-def collect_status(cwd: str, environ: dict[str, str]) -> dict[str, Any]:
-    """The whole status as JSON values: ``agents`` (each with its installs and the roots a prompt
-    here would get), ``daemon`` and the trail's path."""
+def collect_status(cwd: str, environ: dict[str, str], *, agent_keywords: bool = True) -> dict[str, Any]:
+    """The whole status as JSON values: ``agents`` (each with its installs, the roots a prompt
+    here would get and how it asks its agent for keywords), ``daemon`` (with its background
+    enrichment) and the trail's path. ``agent_keywords`` is the loaded setting."""
     paths = runtime_paths(environ)
     agents = [_agent_status(agent, cwd, environ) for agent in AGENTS.values()]
+    for agent in agents:
+        agent["keywords_note"] = {"on": agent_keywords, "when": AGENTS[agent["agent"]].writing_note_at}
     try:
         status = daemon_status(paths)
         daemon: dict[str, Any] = {
             "running": True, "pid": status.get("pid"), "sessions": status.get("sessions"),
             "stores": len(status.get("stores") or []), "socket": str(paths.socket),
+            "enrichment": status.get("enrichment"),
         }
     except DaemonError as exc:
         daemon = {"running": False, "reason": str(exc), "socket": str(paths.socket)}
@@ -116,6 +120,12 @@ def status_text(status: dict[str, Any]) -> list[str]:
             lines.append(f"  {install['scope']:<8} {install['settings']}: {state}")
         if sum(1 for install in agent["installs"] if install["installed"]) > 1:
             lines.append("  both run on every event, one session with two root sets: uninstall one of them")
+        note = agent.get("keywords_note") or {}
+        if note.get("on"):
+            lines.append(f"  asks {agent['title']} for keywords and usage_scenarios in each memory it saves, "
+                         f"{note.get('when')} (off: agent_keywords = false)")
+        else:
+            lines.append("  does not ask the agent for keywords (agent_keywords is off)")
         heading = "a prompt here recalls from" if agent["installed"] else "once installed, a prompt here would recall from"
         for prompt in agent["prompts"]:
             lines.append(f"  {heading} ({prompt['source']}):")
@@ -135,6 +145,7 @@ def status_text(status: dict[str, Any]) -> list[str]:
     daemon = status["daemon"]
     if daemon["running"]:
         lines.append(f"daemon: running, pid {daemon['pid']}, {daemon['sessions']} sessions, {daemon['stores']} stores open")
+        lines.append(f"  background enrichment: {enrichment_line(daemon.get('enrichment'))}")
     else:
         lines.append(f"daemon: not running ({daemon['reason']}); the first prompt starts it")
     lines.append(f"trail: {status['trail']} (`recall-kit hook log`)")

@@ -3,7 +3,8 @@
 The daemon appends one JSON line per prompt it begins (time, session, roots, the prompt's length)
 and per engine event of that prompt (each delivery with its point, phase, strategy, refs and
 latency; each discard with its reason, "no_relevant_results" being the gate's; the recall's
-timing and the model's fallback reason). The file is ``trail.jsonl`` in the state folder, private
+timing and the model's fallback reason), and one per memory version its background enrichment
+handled (the ref, the outcome, the term counts: never the memory's text or terms). The file is ``trail.jsonl`` in the state folder, private
 (0600, this user's, never through a symlink: ``_runtime.open_log``), rotated past
 ``TRAIL_MAX_BYTES`` into one old file. It holds no prompt text unless ``RECALL_KIT_TRAIL_PROMPTS=1``
 (then the first ``TRAIL_PROMPT_CHARS`` characters); ``RECALL_KIT_TRAIL=0`` turns it off.
@@ -55,6 +56,12 @@ class Trail:
                 "kind": "delivery", "session": event.session_id, "handle": event.handle_id, "point": event.point,
                 "phase": event.phase, "strategy": event.strategy, "refs": list(event.docs), "reason": event.reason,
                 "latency_ms": round(event.latency_ms, 1),
+            })
+        elif kind == "enrich":  # background enrichment: which memory, what came of it (never its text)
+            self._write({
+                "kind": "enrich", "ref": event.ref, "outcome": event.outcome, "reason": event.reason,
+                "keywords": event.keywords, "usage_scenarios": event.usage_scenarios,
+                "ms": round(event.duration_ms, 1),
             })
         elif kind == "recall":
             self._write({
@@ -142,6 +149,30 @@ def read_trail(path: Path, *, limit: int, session: str | None = None) -> list[Pr
         elif record.get("kind") == "recall":
             entry.recall = {k: record.get(k) for k in ("settled", "strategy", "selected", "scanned", "fast_ms", "model_ms", "fallback")}
     return prompts[-limit:] if limit > 0 else []
+
+
+def read_enrichments(path: Path, *, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` background enrichments the trail holds (its old file first), oldest first:
+    each with its time, ref, outcome (enriched, failed, preempted), reason and term counts."""
+    found = [
+        {key: record.get(key) for key in ("t", "ref", "outcome", "reason", "keywords", "usage_scenarios", "ms")}
+        for record in _records(path.with_name(path.name + ".1")) + _records(path)
+        if record.get("kind") == "enrich" and isinstance(record.get("ref"), str)
+    ]
+    return found[-limit:] if limit > 0 else []
+
+
+def describe_enrichment(record: dict[str, Any]) -> str:
+    """One background enrichment as a line for a person (still to be cleaned for the terminal)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(record.get("t") or 0)))
+    outcome = record.get("outcome")
+    if outcome == "enriched":
+        what = f"enriched: {record.get('keywords')} keywords, {record.get('usage_scenarios')} usage scenarios"
+    elif outcome == "preempted":
+        what = "cut short: a prompt needed the model (asked again later)"
+    else:
+        what = f"failed: {record.get('reason')}"
+    return f"{when}  {record.get('ref')}  {what}  ({record.get('ms')} ms)"
 
 
 def _records(path: Path) -> list[dict[str, Any]]:

@@ -329,8 +329,9 @@ def test_a_store_records_enrichment_in_the_sidecar_it_was_given(root: Path, tmp_
 
 
 def test_the_doc_codec_round_trips_every_field_but_enrichment(root: Path) -> None:
-    path = write(root / "a.md", memory(extra="keywords: [db]\nusage_scenarios: [migrate]\nowner: ops\n"))
+    path = write(root / "a.md", memory(extra="keywords: [db, {x: 1}]\nusage_scenarios: [migrate]\nowner: ops\n"))
     doc = parse_memory(path.read_bytes(), scope="mem", path="a.md", abspath=path, mtime=12.5)
+    assert doc.problems  # kept by the cache too: a restored doc still tells `validate`
     assert decode_doc(encode_doc(doc)) == doc
     assert decode_doc(memoryview(encode_doc(dataclasses.replace(doc, enrichment=Enrichment(("x",)))))) == doc
     with pytest.raises(ValueError):
@@ -342,6 +343,7 @@ def test_the_doc_codec_round_trips_every_field_but_enrichment(root: Path) -> Non
     (5, "secret-type", "'type'"), (6, "not a list", "'keywords'"), (6, ("ok", 3), "'keywords'"),
     (7, ["x"], "'extra'"), (7, {1: "x"}, "'extra'"), (8, 0.5, "'body'"), (9, "now", "'mtime'"),
     (10, True, "'size'"), (10, -1, "'size'"), (11, "abc", "'content_hash'"), (12, "one", "'usage_scenarios'"),
+    (13, "one", "'problems'"),
 ])
 def test_the_doc_codec_refuses_a_blob_with_a_field_of_the_wrong_shape(
     root: Path, field: int, value: object, named: str
@@ -353,7 +355,7 @@ def test_the_doc_codec_refuses_a_blob_with_a_field_of_the_wrong_shape(
         decode_doc(marshal.dumps(tuple(fields)))
 
 
-@pytest.mark.parametrize("blob", [b"", b"\x00garbage", marshal.dumps(("too", "short")), marshal.dumps([1] * 13)])
+@pytest.mark.parametrize("blob", [b"", b"\x00garbage", marshal.dumps(("too", "short")), marshal.dumps([1] * 14)])
 def test_the_doc_codec_refuses_what_is_not_an_encoded_doc(blob: bytes) -> None:
     with pytest.raises(ValueError, match="not an encoded memory"):
         decode_doc(blob)

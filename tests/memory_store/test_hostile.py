@@ -82,14 +82,25 @@ def test_values_python_cannot_build_are_kept_as_their_text(line: str, expected: 
         ("type: [user]", "'type' must be text"),
         ("type: 2024-02-30", "unknown type '2024-02-30'"),
         ("type: !!binary aGVsbG8=", "'type' must be text, got a bytes"),
-        ("type: user\nkeywords: [!!set {a: null}]", "'keywords' must be a list of strings"),
-        ("type: user\nusage_scenarios: {a: 1}", "'usage_scenarios' must be a list of strings"),
     ],
 )
 def test_invalid_known_values_are_one_line_parse_errors(line: str, reason: str) -> None:
     with pytest.raises(MemoryParseError, match=reason) as info:
         parse_memory(f"---\nname: n\ndescription: d\n{line}\n---\n")
     assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("keywords: [!!set {a: null}]", "'keywords': dropped 1 nested value"),
+        ("usage_scenarios: {a: 1}", "'usage_scenarios' ignored: a list or a string is expected, got a mapping"),
+        ("keywords: !!binary aGVsbG8=", "'keywords' ignored: a list or a string is expected, got a bytes"),
+    ],
+)
+def test_invalid_terms_are_one_problem_line_and_the_memory_loads(line: str, problem: str) -> None:
+    doc = parse_memory(f"---\nname: n\ndescription: d\ntype: user\n{line}\n---\n")
+    assert doc.problems == (problem,) and doc.keywords == () and doc.usage_scenarios == ()
 
 
 def test_huge_number_as_name_is_text_not_a_crash() -> None:

@@ -126,6 +126,20 @@ def test_validate_exits_0_on_a_clean_store_and_1_naming_every_bad_file(run_cli: 
     assert data["valid"] == 1 and {e["ref"] for e in data["errors"]} == {"mem/user/no-front.md", "mem/user/bad-type.md"}
 
 
+def test_validate_names_a_bad_keywords_value_that_the_memory_loads_without(run_cli: RunCli, store: Path) -> None:
+    (store / "user" / "tags.md").write_text("---\nname: a\ndescription: b\ntype: user\nkeywords: 42\n---\nbody\n")
+    bad = run_cli("validate", "--root", str(store))
+    assert bad.returncode == 1
+    assert bad.stdout.splitlines() == [
+        "1 bad: 2 valid memories (1 with problems), 0 skipped",
+        "  mem/user/tags.md: 'keywords' ignored: a list or a string is expected, got a number (the memory loads without it)",
+    ]
+    data = json.loads(run_cli("validate", "--root", str(store), "--json").stdout)
+    assert data["valid"] == 2 and data["errors"] == []
+    assert data["problems"] == [{"ref": "mem/user/tags.md",
+                                 "problem": "'keywords' ignored: a list or a string is expected, got a number"}]
+
+
 def test_stats_counts_types_scopes_sizes_ages_enrichment_and_index(run_cli: RunCli, store: Path) -> None:
     data = json_out(run_cli("stats", "--root", str(EXAMPLES), "--root", str(store), "--json"))
     assert data["memories"] == 28 and data["by_scope"] == {"mem": 1, "memories": 27}

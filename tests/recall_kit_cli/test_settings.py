@@ -58,8 +58,9 @@ def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: R
     lines = text.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [
         "config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "learn", "cache_dir",
-        "idle_timeout", "trail", "trail_prompts"]
+        "idle_timeout", "trail", "trail_prompts", "agent_keywords", "daemon_enrich", "enrich_calls_per_minute"]
     assert data["trail"] == {"value": "on", "source": "default"} and data["trail_prompts"]["value"] == "off"
+    assert data["agent_keywords"] == data["daemon_enrich"] == {"value": "on", "source": "default"}
     assert lines[4].startswith("model         from-file  (") and "[selector] model" in lines[4]
 
 
@@ -120,7 +121,7 @@ def test_config_with_a_malformed_key_shows_every_other_setting_and_flags_the_key
     assert text.returncode == 0, text.stderr
     rows = {line.split()[0]: line for line in text.stdout.splitlines()}
     assert set(rows) == {"config_file", "user_config", "roots", "base_url", "model", "api_key", "timeout", "learn",
-                         "cache_dir", "idle_timeout", "trail", "trail_prompts"}
+                         "cache_dir", "idle_timeout", "trail", "trail_prompts", "agent_keywords", "daemon_enrich", "enrich_calls_per_minute"}
     assert rows["base_url"].startswith("base_url      http://127.0.0.1:9/v1  (environment variable RECALL_KIT_BASE_URL)")
     assert rows["model"].startswith("model         m  (") and str(EXAMPLES) in rows["roots"]
     assert rows["api_key"].startswith("api_key       invalid  (environment variable RECALL_KIT_API_KEY: ")

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from integration_support import REPO, Env
 from recall_kit.testing import (
@@ -98,10 +98,11 @@ def agent_env(agent: str, env: Env, server: ScriptedAgentServer) -> dict[str, st
 
 def run_agent(
     agent: str, binary: Path, env: Env, project: Path, server: ScriptedAgentServer, prompt: str,
-    *, timeout: float = 90, resume: str | None = None,
+    *, timeout: float = 90, resume: str | None = None, extra: Sequence[str] = (),
 ) -> AgentRun:
-    """One `-p` turn of ``agent`` in ``project``; Claude Code's answer as `--output-format json`."""
-    args = [str(binary), "-p", prompt]
+    """One `-p` turn of ``agent`` in ``project`` (``extra``: more arguments for the CLI); Claude Code's
+    answer as `--output-format json`."""
+    args = [str(binary), "-p", prompt, *extra]
     if agent == CLAUDE_CODE:
         args += ["--output-format", "json"] + (["--resume", resume] if resume else [])
     started = time.monotonic()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import queue
+import time
 from pathlib import Path
 from typing import Any
 
-from memory_store import MemoryDoc, parse_memory
+from memory_store import MemoryDoc, MemoryStore, Snapshot, parse_memory
+from recall_kit import EnrichEvent, Event, RecallEvent
 from recall_kit.testing import Reply
+
+WAIT_S = 10.0
 
 MEMORIES = {
     "db/postgres.md": ("Postgres setup", "atlas stores trips in PostgreSQL behind pgbouncer",
@@ -48,3 +53,32 @@ def answer(obj: Any = GOOD_ANSWER) -> Reply:
 
 def doc_for(text: str, path: str = "db/postgres.md", scope: str = "mem") -> MemoryDoc:
     return parse_memory(text, scope=scope, path=path)
+
+
+def wait_for_snapshot(store: MemoryStore, predicate, timeout: float = WAIT_S) -> Snapshot:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate(snapshot := store.snapshot()):
+        store.wait_for_version(snapshot.version + 1, timeout=max(0.0, deadline - time.monotonic()))
+    return snapshot
+
+
+class Events:
+    def __init__(self) -> None:
+        self.queue: queue.Queue[Event] = queue.Queue()
+
+    def __call__(self, event: Event) -> None:
+        self.queue.put(event)
+
+    def next_settled_recall(self, timeout: float = WAIT_S) -> RecallEvent:
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            if isinstance(event, RecallEvent) and event.settled:
+                return event
+
+    def next_enrich(self, timeout: float = WAIT_S) -> EnrichEvent:
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            if isinstance(event, EnrichEvent):
+                return event

@@ -152,9 +152,9 @@ def memories(tmp_path: Path) -> Path:
 class Daemon:
     """A `recall-kit serve` process started by a test, ready once it printed its ready line."""
 
-    def __init__(self, env: Env, *args: str) -> None:
+    def __init__(self, env: Env, *args: str, cwd: Path | None = None) -> None:
         self.process = subprocess.Popen(
-            [RECALL_KIT, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.vars
+            [RECALL_KIT, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.vars, cwd=cwd
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()  # blocks until the daemon listens (or dies)

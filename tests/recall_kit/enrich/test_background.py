@@ -11,35 +11,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from enrich_support import GOOD_ANSWER, answer, file_bytes, memory_text, write_memories
+from enrich_support import GOOD_ANSWER, Events, answer, file_bytes, memory_text, wait_for_snapshot, write_memories
 
 from memory_store import MemoryStore, RecallKitError, Snapshot, read_enrichment, sidecar_path
-from recall_kit import EnrichEvent, Enricher, Event, Recaller
+from recall_kit import EnrichEvent, Enricher, Event, Recaller, RecallEvent
 from recall_kit.testing import Reply, ScriptedChatServer
 
 WAIT_S = 10.0
-
-
-def wait_for_snapshot(store: MemoryStore, predicate, timeout: float = WAIT_S) -> Snapshot:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate(snapshot := store.snapshot()):
-        store.wait_for_version(snapshot.version + 1, timeout=max(0.0, deadline - time.monotonic()))
-    return snapshot
-
-
-class Events:
-    def __init__(self) -> None:
-        self.queue: queue.Queue[Event] = queue.Queue()
-
-    def __call__(self, event: Event) -> None:
-        self.queue.put(event)
-
-    def next_enrich(self, timeout: float = WAIT_S) -> EnrichEvent:
-        deadline = time.monotonic() + timeout
-        while True:
-            event = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
-            if isinstance(event, EnrichEvent):
-                return event
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ def test_each_setting_is_declared_once_and_the_untrusted_list_is_the_one_in_the_
     names = [d.name for d in DECLARATIONS]
     assert len(names) == len(set(names))
     assert {"roots", "base_url", "model", "api_key", "timeout", "learn", "cache_dir", "idle_timeout",
-            "trail", "trail_prompts"} == set(names)
+            "trail", "trail_prompts", "agent_keywords", "daemon_enrich", "enrich_calls_per_minute"} == set(names)
     assert UNTRUSTED_FILE_MAY_SET == ("roots", "base_url", "model", "timeout")
     security = " ".join((REPO / "docs" / "security.md").read_text().split())
     listed = re.search(r"A project file you have not trusted may set only (.+?)\.", security)

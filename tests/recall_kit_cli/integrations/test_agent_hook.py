@@ -11,6 +11,8 @@ from integration_support import DEPLOY_PROMPT, EXAMPLES, Daemon, Env
 
 import pytest
 
+from recall_kit._vocabulary import WRITING_NOTE
+
 
 def _key(path: Path | str) -> str:
     return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(path))
@@ -49,7 +51,9 @@ def test_claude_code_recalls_from_its_own_folder_for_the_prompts_project(env: En
 def test_a_folder_that_does_not_exist_yet_is_opened_by_the_first_prompt_after_it_appears(
     env: Env, daemon: Daemon, project: Path
 ) -> None:
-    assert _prompt(env, "claude-code", project) == b""  # no folder yet: nothing to recall, nothing logged
+    # no folder yet: nothing to recall, nothing logged; the session's note still comes, once
+    assert json.loads(_prompt(env, "claude-code", project))["hookSpecificOutput"]["additionalContext"] == WRITING_NOTE
+    assert _prompt(env, "claude-code", project) == b""
     assert not env.hook_log.exists()
     shutil.copytree(EXAMPLES, _claude_folder(env, project))
 

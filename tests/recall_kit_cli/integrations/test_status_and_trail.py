@@ -67,6 +67,25 @@ def test_status_warns_when_the_user_and_the_project_hook_would_both_run(env: Env
 def test_status_says_the_daemon_runs(env: Env, daemon: Daemon, tmp_path: Path) -> None:
     status = _status(env, tmp_path)
     assert status["daemon"]["running"] is True and status["daemon"]["pid"] == daemon.process.pid
+    assert status["daemon"]["enrichment"] == {"on": False, "why": "no model (or an untrusted one)"}
+    text = env.run("hook", "status", cwd=tmp_path).stdout.decode()
+    assert "  background enrichment: off: no model (or an untrusted one)" in text
+
+
+def test_status_and_install_say_how_each_agent_is_asked_for_keywords_and_one_setting_stops_it(
+    env: Env, tmp_path: Path
+) -> None:
+    installed = env.run("hook", "install", "claude-code", "--user").stdout.decode()
+    assert "Claude Code is asked for keywords and usage_scenarios in each memory it saves, at each session's start" in installed
+    status = _status(env, tmp_path)
+    notes = {a["agent"]: a["keywords_note"] for a in status["agents"]}
+    assert notes["claude-code"] == {"on": True, "when": "at each session's start"}
+    assert notes["qwen-code"]["on"] is True and notes["qwen-code"]["when"].startswith("with each session's first prompt")
+    text = env.run("hook", "status", cwd=tmp_path).stdout.decode()
+    assert "  asks Qwen Code for keywords and usage_scenarios in each memory it saves, with each session's first prompt" in text
+    env.vars["RECALL_KIT_AGENT_KEYWORDS"] = "0"
+    assert all(not a["keywords_note"]["on"] for a in _status(env, tmp_path)["agents"])
+    assert "does not ask the agent for keywords (agent_keywords is off)" in env.run("hook", "status", cwd=tmp_path).stdout.decode()
 
 
 def test_the_log_lists_each_prompt_with_what_was_delivered_and_keeps_no_prompt_text(

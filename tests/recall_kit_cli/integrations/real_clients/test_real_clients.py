@@ -11,8 +11,10 @@ OpenAI-compatible server the daemon is configured for) picks that one and anothe
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,8 @@ from agent_clients import (
 )
 from integration_support import EXAMPLES, Daemon, Env, stop_daemon, wait_for
 from recall_kit.testing import AgentRequest, Reply, ScriptedAgentServer, ScriptedChatServer, Turn, agent_memory_folder
+from memory_store import parse_memory
+from recall_kit._vocabulary import VOCABULARY_LEAD, WRITING_NOTE
 from recall_kit_cli.integrations import agents as agent_records
 
 HOOK_TIMEOUT_S = agent_records.CLAUDE_CODE.hook_timeout  # seconds, as Qwen Code's: the same for both
@@ -54,6 +58,15 @@ NOTES = "the pool size is 20"  # what the first read returns
 RUN_TIMEOUT_S = 120  # a bound on one `-p` run, not a wait anything relies on
 # a user's own settings, written by hand: every byte must survive install and uninstall
 CLAUDE_USER_SETTINGS = '{\n    "env": {"EDITOR": "vi"},\n    "cleanupPeriodDays": 30\n}\n'
+
+
+def note_vocabulary(text: str) -> list[str]:
+    """The vocabulary the writing note showed in ``text`` (a request's conversation)."""
+    assert WRITING_NOTE in text, text[:2000]
+    line = text[text.index(VOCABULARY_LEAD) + len(VOCABULARY_LEAD):].split("\n", 1)[0]
+    terms = json.JSONDecoder().raw_decode(line)[0]
+    assert isinstance(terms, list)
+    return terms
 
 
 def ref(name: str) -> str:
@@ -107,7 +120,8 @@ def play(agent: str, binary: Path, env: Env, base: Path) -> Played:
     write_memories(memory)
     # the model picks FAST as well: delivered already, it must not come again
     with ScriptedChatServer(default=Reply.select(ref(FAST), ref(PICK))) as selector:
-        env.vars.update(RECALL_KIT_BASE_URL=selector.base_url, RECALL_KIT_MODEL="scripted")
+        # no background enrichment: its terms would change what the fast stage delivers for PROMPT
+        env.vars.update(RECALL_KIT_BASE_URL=selector.base_url, RECALL_KIT_MODEL="scripted", RECALL_KIT_DAEMON_ENRICH="0")
         daemon = Daemon(env)
         try:
             warm_daemon(env, memory)
@@ -192,6 +206,18 @@ def test_side_queries_are_answered_apart_from_the_turn(played: Played) -> None:
         assert len(recalls) == 1 and PROMPT in recalls[0].text()
 
 
+def test_the_writing_note_and_the_stores_vocabulary_reach_the_agents_memory_writer(played: Played) -> None:
+    first = played.main[0]
+    vocabulary = note_vocabulary(first.text())
+    assert {"fly.io", "conventional commits", "neovim", "pull request"} <= set(vocabulary)
+    if played.agent == CLAUDE_CODE:  # SessionStart context, in the request the main agent (the writer) answers
+        assert f"SessionStart hook additional context: {WRITING_NOTE}" in first.text()
+    else:  # with the first prompt, in the conversation its memory extractor reads too (below)
+        assert position(first, PROMPT) < position(first, WRITING_NOTE)
+    later = "\n".join(part.text for request in played.main[1:] for part in request.parts[len(first.parts):])
+    assert WRITING_NOTE not in later  # once a session
+
+
 def test_uninstall_leaves_the_settings_file_byte_for_byte_as_it_was(played: Played) -> None:
     assert played.settings_after_uninstall == played.settings_before
 
@@ -250,3 +276,72 @@ def test_one_user_install_and_nothing_else_recalls_what_the_agent_wrote_at_the_n
         stop_daemon(env)
     assert run.returncode == 0, (run.stdout, run.stderr)
     assert block_refs(server.main_requests[0]) == [[ref(FAST)]], env.hook_log.read_text() if env.hook_log.exists() else ""
+
+
+# -- the agent writes the words itself ------------------------------------------------------------
+FLAGS = "feature-flags.md"
+FLAGS_MEMORY = (  # what the scripted model makes the agent write, with the words the note asks for
+    "---\nname: Feature flags in ledgerline\ndescription: ledgerline gates unfinished work behind LaunchDarkly flags\n"
+    "type: project\nkeywords: [kill switch, dark launch, rollout toggle]\n"
+    "usage_scenarios: [how do I dark launch a feature?]\n---\nEvery flag has an owner and an expiry date.\n"
+)
+KEYWORD_PROMPT = "how do I flip the kill switch for a dark launch?"  # only the memory's keywords match
+WRITE_TOOL = {CLAUDE_CODE: "Write", "qwen-code": "write_file"}
+WRITE_ARGS = {CLAUDE_CODE: (), "qwen-code": ("--approval-mode", "auto-edit")}  # Qwen Code's -p refuses edits unless told
+SESSION_START_MARKER = "session-start-marker-5d1e"
+
+
+def add_session_start_marker(settings: Path, folder: Path) -> None:
+    """A SessionStart hook of the test's own beside ours, adding a marker: where that context goes."""
+    script = folder / "marker_hook.py"
+    script.write_text("import json\nprint(json.dumps({'hookSpecificOutput': {'hookEventName': 'SessionStart', "
+                      f"'additionalContext': '{SESSION_START_MARKER}'}}}}))\n")
+    data = json.loads(settings.read_text())
+    data["hooks"]["SessionStart"].append({"hooks": [{"type": "command", "command": f"{sys.executable} {script}", "timeout": 5}]})
+    settings.write_text(json.dumps(data, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_memory_the_agent_writes_with_its_keywords_is_delivered_by_them_at_the_next_prompt(
+    agent: str, clis: dict[str, Path], tmp_path: Path
+) -> None:
+    env = Env(tmp_path)
+    home = Path(env.vars["HOME"])
+    project = git_project(tmp_path / "project")
+    prepare_home(agent, home)
+    memory = agent_memory_folder(agent, home, project)
+    write_memories(memory)
+    settings = install_hook(agent, env)
+    if agent != CLAUDE_CODE:
+        add_session_start_marker(settings, tmp_path)
+    daemon = Daemon(env)  # no model: what is delivered is the fast stage's, from the memory's own words
+    try:
+        warm_daemon(env, memory)
+        write = Turn.call(WRITE_TOOL[agent], file_path=str(memory / FLAGS), content=FLAGS_MEMORY)
+        with ScriptedAgentServer([write, Turn.say("saved")]) as writer:
+            wrote = run_agent(agent, clis[agent], env, project, writer,
+                              "remember: unfinished ledgerline work goes behind LaunchDarkly flags",
+                              timeout=RUN_TIMEOUT_S, extra=WRITE_ARGS[agent])
+        assert wrote.returncode == 0, (wrote.stdout, wrote.stderr)
+        # written by the agent's own tool (Claude Code rewrites it: type, keywords and usage_scenarios under `metadata`)
+        written = parse_memory((memory / FLAGS).read_bytes())
+        assert (written.type, written.keywords) == ("project", ("kill switch", "dark launch", "rollout toggle"))
+        wait_for(lambda: env.request({"op": "status"})[0]["stores"][0]["docs"] == len(MEMORIES) + 1,
+                 "the daemon to take the agent's new memory in")
+        with ScriptedAgentServer([Turn.say("done")]) as asker:
+            asked = run_agent(agent, clis[agent], env, project, asker, KEYWORD_PROMPT, timeout=RUN_TIMEOUT_S)
+        assert asked.returncode == 0, (asked.stdout, asked.stderr)
+    finally:
+        daemon.stop()
+        stop_daemon(env)
+    assert block_refs(asker.main_requests[0]) == [[ref(FLAGS)]]
+    for server in (writer, asker):  # each session's writer was asked for the words
+        assert WRITING_NOTE in server.main_requests[0].text()
+    if agent != CLAUDE_CODE:
+        # Qwen Code's memory extractor (it skips a turn whose main agent wrote a memory itself) sees
+        # the first prompt's context, the note with it; SessionStart context only reaches the main
+        # agent's system prompt, never the extractor: why the note comes with the first prompt
+        extractions = [r for r in writer.side_requests + asker.side_requests if r.purpose == "extraction"]
+        assert extractions and all(WRITING_NOTE in r.text() for r in extractions)
+        assert all(SESSION_START_MARKER not in r.text() for r in extractions)
+        assert SESSION_START_MARKER in asker.main_requests[0].parts[0].text  # its system prompt
