@@ -18,7 +18,7 @@ from typing import Protocol
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
-from recall_kit._index import FieldIndex
+from recall_kit._index import FieldIndex, TermPostings
 from recall_kit._kinds import Strategy
 from recall_kit._query import adjacent_slots, doc_evidence, prompt_words, query_slots, query_terms, query_tokens
 from recall_kit._tokenize import analyze_terms
@@ -118,6 +118,12 @@ class FastHeuristic:
         if pairs is None:
             pairs = self._pairs[ref] = body_pairs(analyze_terms(self._docs[ref].body)[0])
         return pairs
+
+    def postings(self) -> TermPostings:
+        """The index's every (term, document) posting as arrays, for analyses of the whole store
+        (``recall_kit.health`` finds near-duplicates with them)."""
+        with self._lock:
+            return self._index.postings()
 
     @property
     def version(self) -> int:

@@ -20,6 +20,7 @@ from recall_kit_cli.commands.bench_cmd import bench
 from recall_kit_cli.commands.bench_latency_cmd import latency
 from recall_kit_cli.commands.cache_cmd import cache
 from recall_kit_cli.commands.config_cmd import config
+from recall_kit_cli.commands.doctor_cmd import doctor
 from recall_kit_cli.commands.enrich_cmd import enrich
 from recall_kit_cli.commands.learned_cmd import learned
 from recall_kit_cli.commands.list_cmd import list_memories
@@ -77,7 +78,8 @@ def cli() -> None:
 
 bench.add_command(latency)
 for _command in (
-    list_memories, query, watch, add, show, rm, validate, stats, config, enrich, learned, cache, bench, serve, hook, mcp
+    list_memories, query, watch, add, show, rm, validate, stats, doctor, config, enrich, learned, cache, bench, serve,
+    hook, mcp,
 ):
     cli.add_command(_command)
 

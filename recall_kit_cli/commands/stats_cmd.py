@@ -14,6 +14,7 @@ from recall_kit import MemoryStoreError, open_indexed
 from recall_kit_cli._format import InputError
 from recall_kit_cli._output import clean, echo_json, echo_rows
 from recall_kit_cli._config_file import resolve_roots, root_option
+from recall_kit_cli.integrations.doctor_record import doctor_line, doctor_stats
 
 
 
@@ -34,6 +35,7 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
         raise InputError(str(exc)) from None
     docs = sorted(indexed.snapshot.docs.values(), key=lambda d: (d.mtime, d.ref))
     payload = _stats(docs, len(indexed.snapshot.errors), indexed.cache_file, paths)
+    payload["doctor"] = doctor_stats(paths)
     if as_json:
         echo_json(payload)
         return
@@ -55,6 +57,7 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
     index = payload["index"]
     rows.append(f"index cache: {index['bytes']} bytes at {clean(index['path'])}" if index["path"]
                 else "index cache: none")
+    rows.append(clean(doctor_line(payload["doctor"])))
     echo_rows(rows)
 
 
