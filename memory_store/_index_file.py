@@ -29,6 +29,7 @@ from memory_store._write import file_lock, keep_out_of_git, write_in_folder
 INDEX_MAX_BYTES = 256 * 1024
 SIDECAR_FOLDER = ".recall-kit"
 BACKUP_FOLDER = "index-backups"  # inside SIDECAR_FOLDER
+MAX_BACKUPS = 20  # per index: the oldest beyond these go when a new one is kept
 _LOCK_NAME = "index.lock"  # inside SIDECAR_FOLDER: serialises two mending runs, no agent takes it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -177,5 +178,19 @@ def _backup(root: Root, sidecar_fd: int, rel: str, data: bytes) -> Path:
                 continue
             except OSError as exc:
                 raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: {exc.strerror}; nothing written") from None
+            _prune(fd, f"{rel.replace('/', '__')}.")
             return Path(root.abspath(f"{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{name}"))
     raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: too many backups this second")
+
+
+def _prune(folder_fd: int, prefix: str) -> None:
+    """Remove the oldest backups of one index beyond MAX_BACKUPS (their names sort by time)."""
+    try:
+        names = sorted(name for name in os.listdir(folder_fd) if name.startswith(prefix))
+    except OSError:
+        return
+    for name in names[: max(0, len(names) - MAX_BACKUPS)]:
+        try:
+            os.unlink(name, dir_fd=folder_fd)
+        except OSError:
+            pass  # gone meanwhile, or not ours to remove: the next backup tries again

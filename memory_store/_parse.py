@@ -179,6 +179,10 @@ def _text_field(fields: dict[str, Any], key: str) -> str:
 
 def _memory_type(fields: dict[str, Any]) -> str:
     value = fields.get("type")
+    metadata = fields.get("metadata")
+    if value is None and isinstance(metadata, dict):
+        # Claude Code 2.1.197 rewrites every memory its Write tool saves as `metadata: {type: ...}`
+        value = metadata.get("type")
     if value is None:
         raise MemoryParseError("missing 'type' in frontmatter")
     if not isinstance(value, str):

@@ -3,6 +3,7 @@ and the files the store skips, as ``recall-kit validate`` reports them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from types import MappingProxyType
 
@@ -14,8 +15,14 @@ from recall_kit._health_types import Finding
 _RUNNER_FILES = {"make": "Makefile", "just": "justfile", "npm": "package.json"}
 
 
+# Claude Code writes its session's id into every memory it saves (``originSessionId: <uuid>``); a
+# UUID looks random to the scrubber, and that one line is the agent's bookkeeping, not the memory's text.
+_SESSION_ID_LINE = re.compile(r"^\s*originSessionId:\s*[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\s*$")
+
+
 def secret_findings(path: str, ref: str, text: str) -> list[Finding]:
     """One finding per line of ``text`` on which learning's scrubber blanks something; never what."""
+    lines = text.split("\n")
     return [
         Finding(
             "secret", (path,),
@@ -25,6 +32,7 @@ def secret_findings(path: str, ref: str, text: str) -> list[Finding]:
             refs=(ref,), line=line, detail=MappingProxyType({"column": column}),
         )
         for line, column in secret_columns(text)
+        if not _SESSION_ID_LINE.match(lines[line - 1])
     ]
 
 

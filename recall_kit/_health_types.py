@@ -133,6 +133,7 @@ class HealthReport:
 
     @property
     def clean(self) -> bool:
+        """Whether nothing was found (``doctor`` exits 0)."""
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ _MAX_BYTES = 1 << 20  # 500 folders of counts is about 100 KB
 
 
 def record_path(environ: Mapping[str, str]) -> Path:
+    """Where the record is: ``doctor.json`` in the state folder (``$XDG_STATE_HOME/recall-kit``)."""
     return runtime_paths(dict(environ)).state / "doctor.json"
 
 

@@ -165,3 +165,14 @@ def test_references_outside_the_project_urls_and_placeholders_are_not_judged(tmp
         "`sentry.io/organizations/acme`, `<team>/<slug>.md`, `$HOME/x.py`, and/or client/server, `*.py`, `MD013`.\n"))
     stale = [f for f in of_kind(check(sick), "stale_reference") if f.files[0].endswith("refs.md")]
     assert stale == []
+
+
+def test_claude_codes_session_id_is_not_a_secret_and_a_token_beside_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    front = ("---\nname: deploy-flow\ndescription: The app deploys to Fly.io from main\nmetadata: \n  node_type: memory\n"
+             "  type: project\n  originSessionId: 289bcc88-8fb2-4c1b-a8c6-6708f4126dc4\n")
+    (folder / "a.md").write_text(front + "---\n\nNo secret here.\n")
+    (folder / "b.md").write_text(front.replace("deploy-flow", "ci-token") + f"  token: {TOKEN}\n---\n\nSee above.\n")
+    secrets = of_kind(check_health(plan_of(folder, None), use_cache=False), "secret")
+    assert [(os.path.basename(f.files[0]), f.line) for f in secrets] == [("b.md", 8)]
