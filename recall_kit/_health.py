@@ -7,6 +7,7 @@ text, its ``MEMORY.md`` files, what the store skips) are read once, through ``Me
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections import defaultdict
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from memory_store import MemoryDoc, MemoryRoot, MemoryStoreError, SkippedFile, root_labels
-from recall_kit._health_files import bad_file_findings, secret_findings, stale_findings
+from recall_kit._health_cache import TextCache
+from recall_kit._health_files import bad_file_findings, secret_findings, stale_findings, text_checks
 from recall_kit._health_index import index_findings
 from recall_kit._health_project import Project
 from recall_kit._health_reach import UNREACHABLE_EXACT_MAX, never_recalled, unreachable
@@ -54,6 +56,7 @@ def check_health(
     root_files: dict[str, str] = {}
     projects: dict[str, Project] = {}
     index_texts: dict[str, bytes] = {}
+    texts = TextCache(cache_dir, use=use_cache)
     for recall_set in sets:
         started = time.perf_counter()
         opened = open_indexed(list(recall_set.roots), use_cache=use_cache, cache_dir=cache_dir)
@@ -70,7 +73,7 @@ def check_health(
             errors = [err for err in opened.snapshot.errors if err.scope == label]
             docs_by_root[path] = mine
             project = projects.setdefault(root.project, Project(root.project)) if root.project else None
-            found, indexes = _folder_findings(root, label, mine, errors, project, elapsed, index_texts)
+            found, indexes = _folder_findings(root, label, mine, errors, project, elapsed, index_texts, texts)
             findings += found
             checked[path] = CheckedRoot(path, root.kind, len(mine), indexes, root.reader.title if root.reader else None,
                                         root.project)
@@ -87,6 +90,7 @@ def check_health(
                 f"was run for the {reach.tried:,} a screen found at risk (few specific words, a head twin)"
             )
         elapsed["unreachable"] += time.perf_counter() - started
+    texts.save()
     started = time.perf_counter()
     if history is None:
         notes.append("never recalled: not judged (no recall trail)")
@@ -107,7 +111,7 @@ def check_health(
 
 def _folder_findings(
     root: HealthRoot, label: str, docs: list[MemoryDoc], errors: list[SkippedFile], project: Project | None,
-    elapsed: defaultdict[str, float], index_texts: dict[str, bytes],
+    elapsed: defaultdict[str, float], index_texts: dict[str, bytes], texts: TextCache,
 ) -> tuple[list[Finding], int]:
     files = MemoryRoot(root.path, label=label)
     findings: list[Finding] = []
@@ -120,18 +124,21 @@ def _folder_findings(
     elapsed["index_drift"] += time.perf_counter() - started
     for doc in docs:
         started = time.perf_counter()
-        try:
-            text = files.read_bytes(doc.path).decode("utf-8", "replace")
-        except MemoryStoreError:
-            continue  # gone or swapped since the scan: the next run sees what it is now
+        checks = texts.get(doc.content_hash) if doc.content_hash else None
+        if checks is None:
+            try:
+                data = files.read_bytes(doc.path)
+            except MemoryStoreError:
+                continue  # gone or swapped since the scan: the next run sees what it is now
+            checks = text_checks(data.decode("utf-8", "replace"))
+            if hashlib.sha256(data).hexdigest() == doc.content_hash:  # the version the store indexed
+                texts.put(doc.content_hash, checks)
+        elapsed["read_and_scrub"] += time.perf_counter() - started
         path = os.path.join(root.path, *doc.path.split("/"))
-        elapsed["read"] += time.perf_counter() - started
-        started = time.perf_counter()
-        findings += secret_findings(path, doc.ref, text)
-        elapsed["secret"] += time.perf_counter() - started
+        findings += secret_findings(path, doc.ref, checks)
         if project is not None:
             started = time.perf_counter()
-            findings += stale_findings(path, doc.ref, text, project)
+            findings += stale_findings(path, doc.ref, checks, project)
             elapsed["stale_reference"] += time.perf_counter() - started
     findings += bad_file_findings(errors, root.path)
     return findings, len(indexes)

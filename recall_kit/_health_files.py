@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from memory_store import SkippedFile
 from recall_kit._health_project import Project
+from recall_kit._health_cache import TextChecks
 from recall_kit._health_text import Reference, references, secret_columns, shown_line
 from recall_kit._health_types import Finding
 
@@ -20,9 +21,17 @@ _RUNNER_FILES = {"make": "Makefile", "just": "justfile", "npm": "package.json"}
 _SESSION_ID_LINE = re.compile(r"^\s*originSessionId:\s*[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\s*$")
 
 
-def secret_findings(path: str, ref: str, text: str) -> list[Finding]:
-    """One finding per line of ``text`` on which learning's scrubber blanks something; never what."""
+def text_checks(text: str) -> TextChecks:
+    """What doctor reads in one memory file's text: the lines learning's scrubber blanks (but Claude
+    Code's session id line), the references it names, and each naming line as doctor may show it."""
     lines = text.split("\n")
+    found = tuple((line, column) for line, column in secret_columns(text) if not _SESSION_ID_LINE.match(lines[line - 1]))
+    named = tuple(references(text))
+    return TextChecks(found, named, {ref.line: shown_line(lines[ref.line - 1]) for ref in named})
+
+
+def secret_findings(path: str, ref: str, checks: TextChecks) -> list[Finding]:
+    """One finding per line on which learning's scrubber blanks something; never what."""
     return [
         Finding(
             "secret", (path,),
@@ -31,20 +40,18 @@ def secret_findings(path: str, ref: str, text: str) -> list[Finding]:
             "Move the secret out of the memory (a secret manager, an environment variable) and keep only where to find it.",
             refs=(ref,), line=line, detail=MappingProxyType({"column": column}),
         )
-        for line, column in secret_columns(text)
-        if not _SESSION_ID_LINE.match(lines[line - 1])
+        for line, column in checks.secrets
     ]
 
 
-def stale_findings(path: str, ref: str, text: str, project: Project) -> list[Finding]:
-    """One finding per path, command or symbol ``text`` names that ``project`` does not have."""
-    lines = text.split("\n")
+def stale_findings(path: str, ref: str, checks: TextChecks, project: Project) -> list[Finding]:
+    """One finding per path, command or symbol the memory names that ``project`` does not have."""
     findings = []
-    for reference in references(text):
+    for reference in checks.references:
         missing = _missing(reference, project)
         if missing is None:
             continue
-        shown = shown_line(lines[reference.line - 1])
+        shown = checks.shown.get(reference.line, "")
         findings.append(Finding(
             "stale_reference", (path,),
             f"{ref} line {reference.line} names {missing}: \"{shown}\".",

@@ -33,9 +33,12 @@ from recall_kit.limits import bounded_prompt
 NEVER_RECALLED_MIN_PROMPTS = 300
 # Up to this many memories in a recall set, every memory's own head goes through the fast stage
 # (about 2 ms each at 1,000 memories, 10 ms at 10,000: bench/bench_doctor.py); a larger set sends
-# only the memories a screen finds at risk: too few specific words in the head, or a head twin.
-UNREACHABLE_EXACT_MAX = 2_000
+# only the memories a screen finds at risk. On every dataset of bench/datasets, locomo-dev and
+# generated stores of 1,000 (with and without planted duplicates), the screen found every memory
+# the exhaustive run found, at a thirtieth of its cost (bench/bench_doctor.py, 2026-12-04).
+UNREACHABLE_EXACT_MAX = 500
 TWIN_SCREEN = 0.5  # head-only cosine from which another memory may take a memory's place
+NEIGHBOUR_SCREEN = 0.3  # whole-memory cosine from which another's body may outrank a memory's head
 SUGGESTED_WORDS = 4
 _HOLDING_RULES = {"specific_terms", "head_terms", "coverage", "phrase_terms", "phrase_coverage", "tie"}
 
@@ -77,14 +80,17 @@ def unreachable(
 
 
 def _at_risk(docs: Sequence[MemoryDoc], postings: TermPostings) -> list[MemoryDoc]:
-    """The memories a screen cannot clear: fewer specific head words than the gate wants, or a
-    memory whose head says much the same (a twin may rank above it)."""
-    twins = {ref for pair in similar_pairs(postings, TWIN_SCREEN, head_weight=1.0, body_weight=0.0)
-             for ref in (pair.first, pair.second)}
+    """The memories a screen cannot clear: fewer specific head words than the gate wants, a memory
+    whose head says much the same (a twin may rank above it), or whose whole text comes close (its
+    body may outrank the head), or one that learned a suppressor (it may hold itself back)."""
+    pairs = similar_pairs(postings, TWIN_SCREEN, head_weight=1.0, body_weight=0.0)
+    pairs += similar_pairs(postings, NEIGHBOUR_SCREEN)
+    twins = {ref for pair in pairs for ref in (pair.first, pair.second)}
     risky = []
     for doc in docs:
         words = {t.term for t in analyze(f"{doc.name} {doc.description}") if not is_generic(t.surface or t.term)}
-        if len(words) < 2 or doc.ref in twins:  # MIN_SPECIFIC_TERMS: two specific words
+        suppressed = doc.learned is not None and bool(doc.learned.suppressors)
+        if len(words) < 2 or doc.ref in twins or suppressed:  # MIN_SPECIFIC_TERMS: two specific words
             risky.append(doc)
     return risky
 

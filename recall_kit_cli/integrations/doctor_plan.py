@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memory_store import RecallKitError, UnsafePathError, root_labels
-from recall_kit.health import HealthPlan, HealthReport, HealthRoot, IndexReader, KIND_TITLES, RecalledPrompt, RecallSet
+from recall_kit.health import HealthPlan, HealthRoot, IndexReader, RecalledPrompt, RecallSet
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, git_top
@@ -138,24 +138,8 @@ def recall_history(environ: Mapping[str, str]) -> tuple[list[RecalledPrompt] | N
 
 
 def doctor_summary(cwd: str, environ: Mapping[str, str]) -> str:
-    """``doctor``'s counts for the folders a prompt in ``cwd`` recalls from, as one line (``hook status``)."""
-    from recall_kit.health import check_health  # the engine, only when a status is asked for
+    """``doctor``'s counts at its last check of the folders a prompt in ``cwd`` recalls from, as one
+    line (``hook status``): read from its record, never checked again here (that costs seconds)."""
+    from recall_kit_cli.integrations.doctor_record import summary
 
-    try:
-        planned = doctor_plan(cwd, environ)
-        history, _ = recall_history(environ)
-        return summary_line(check_health(planned.plan, history=history))
-    except NothingToCheck:
-        return "doctor: no memory folder here yet"
-    except RecallKitError as exc:
-        return f"doctor: not run ({exc})"
-
-
-def summary_line(report: HealthReport) -> str:
-    """The report as one line: its counts, for ``hook status``."""
-    counts = {kind: n for kind, n in report.counts().items() if n}
-    memories = sum(root.memories for root in report.roots)
-    if not counts:
-        return f"doctor: nothing found in {memories} memories"
-    shown = ", ".join(f"{n} {KIND_TITLES[kind]}" for kind, n in counts.items())
-    return f"doctor: {sum(counts.values())} findings in {memories} memories ({shown}; recall-kit doctor)"
+    return summary(list(dict.fromkeys(path for _, _, path in agent_folders(cwd, environ))), environ)

@@ -22,6 +22,7 @@ from recall_kit.health import KIND_TITLES, HealthReport
 from recall_kit_cli.integrations._runtime import runtime_paths
 
 MAX_RECORDED_FOLDERS = 500
+FINGERPRINT_MAX_ENTRIES = 50_000  # as many as a store holds (memory_store.MAX_ROOT_ENTRIES)
 _MAX_BYTES = 1 << 20  # 500 folders of counts is about 100 KB
 
 
@@ -66,10 +67,64 @@ def record(report: HealthReport, environ: Mapping[str, str], *, now: float | Non
             before = folders.get(root.path, {})
             folders[root.path] = {
                 "checked": now, "counts": counts, "found": now if counts else before.get("found"),
+                "fingerprint": fingerprint(root.path),
                 "found_counts": counts if counts else before.get("found_counts", {}),
             }
         kept = sorted(folders.items(), key=lambda item: -float(item[1].get("checked") or 0))[:MAX_RECORDED_FOLDERS]
         _write(path, json.dumps({"version": 1, "folders": dict(kept)}, indent=1, sort_keys=True) + "\n")
+
+
+def fingerprint(folder: str) -> list[int]:
+    """What changes when a folder's memories or index change, for the cost of listing it: how many
+    visible files it holds and the newest mtime_ns among them and its folders (hidden entries and
+    symlinked folders skipped, as the store walks)."""
+    count = newest = 0
+    pending = [folder]
+    while pending and count < FINGERPRINT_MAX_ENTRIES:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                for entry in listing:
+                    if entry.name.startswith("."):
+                        continue
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                    except OSError:
+                        continue
+                    count += 1
+                    newest = max(newest, info.st_mtime_ns)
+        except OSError:
+            continue
+    return [count, newest]
+
+
+def summary(folders: Sequence[str], environ: Mapping[str, str]) -> str:
+    """doctor's counts at its last check of ``folders``, as one line, and whether they changed since:
+    what ``hook status`` shows, for the cost of reading the record and listing the folders."""
+    try:
+        recorded = read_record(environ)
+    except (RecallKitError, OSError) as exc:
+        return f"doctor: its record cannot be read ({exc})"
+    entries = [recorded.get(os.path.abspath(folder)) for folder in folders]
+    if not folders:
+        return "doctor: no memory folder here yet"
+    if any(entry is None for entry in entries):
+        return "doctor: not run on the folders here yet (recall-kit doctor)"
+    counts: dict[str, int] = {}
+    for entry in entries:
+        assert entry is not None
+        for kind, n in (entry.get("counts") or {}).items():
+            counts[str(kind)] = counts.get(str(kind), 0) + int(n)
+    when = _when(min(float(e.get("checked") or 0) for e in entries if e is not None))
+    changed = any(e is not None and e.get("fingerprint") != fingerprint(os.path.abspath(f)) for e, f in zip(entries, folders))
+    after = "; the folders changed since: recall-kit doctor" if changed else ""
+    if not counts:
+        return f"doctor ({when}): nothing found{after}"
+    titles: dict[str, str] = {str(kind): title for kind, title in KIND_TITLES.items()}
+    shown = ", ".join(f"{counts[k]} {title}" for k, title in titles.items() if counts.get(k))
+    return f"doctor ({when}): {sum(counts.values())} findings ({shown}){after or '; recall-kit doctor shows them'}"
 
 
 def _write(path: Path, text: str) -> None:
@@ -132,7 +187,8 @@ def doctor_line(stats: Mapping[str, Any]) -> str:
         return f"doctor: nothing found, ever (last checked {checked})"
     found = _when(stats["found"])
     titles: dict[str, str] = {str(kind): title for kind, title in KIND_TITLES.items()}
-    shown = ", ".join(f"{n} {titles.get(k, k)}" for k, n in stats.get("found_counts", {}).items())
+    found_counts = stats.get("found_counts", {})
+    shown = ", ".join(f"{found_counts[k]} {title}" for k, title in titles.items() if found_counts.get(k))
     now = sum(stats.get("counts", {}).values())
     latest = f"{now} at its last check, {checked}" if now else f"nothing at its last check, {checked}"
     return f"doctor: last found something {found} ({shown}); {latest}"

@@ -121,10 +121,18 @@ def test_stats_says_when_doctor_last_found_something(sick: Sick) -> None:
     assert line.startswith("doctor: last found something ") and "1 near-duplicates" in line
 
 
-def test_hook_status_gives_doctors_counts_in_one_line(sick: Sick) -> None:
-    result = run_recall_kit("hook", "status", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.splitlines()[-1]
-    assert line.startswith("doctor: 10 findings in 7 memories (1 near-duplicates, 3 stale references, 3 index drift")
-    status = run_recall_kit("hook", "status", "--json", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
-    assert json.loads(status.stdout)["doctor"] == line
+def test_hook_status_gives_doctors_last_counts_in_one_line(sick: Sick) -> None:
+    def status() -> str:
+        result = run_recall_kit("hook", "status", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()[-1]
+
+    assert status() == "doctor: not run on the folders here yet (recall-kit doctor)"
+    doctor(sick)
+    line = status()
+    assert line.startswith("doctor (") and "): 10 findings (1 near-duplicates, 3 stale references, 3 index drift" in line
+    assert line.endswith("; recall-kit doctor shows them")
+    status_json = run_recall_kit("hook", "status", "--json", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+    assert json.loads(status_json.stdout)["doctor"] == line
+    write_memory(sick.folder, "new.md", "A new memory", "Written after doctor last looked", "x\n")
+    assert status().endswith("; the folders changed since: recall-kit doctor")

@@ -176,3 +176,16 @@ def test_claude_codes_session_id_is_not_a_secret_and_a_token_beside_it_is(tmp_pa
     (folder / "b.md").write_text(front.replace("deploy-flow", "ci-token") + f"  token: {TOKEN}\n---\n\nSee above.\n")
     secrets = of_kind(check_health(plan_of(folder, None), use_cache=False), "secret")
     assert [(os.path.basename(f.files[0]), f.line) for f in secrets] == [("b.md", 8)]
+
+
+def test_the_screen_of_a_large_set_finds_what_running_every_memory_finds(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    for n in range(3):  # the same head three times: the third is crowded out
+        write_memory(sick.folder, f"pool-{n}.md", "Postgres pool size", "The harbor Postgres pool holds twenty connections per pod",
+                     f"pool_size=20 ({n})\n")
+    write_memory(sick.folder, "body-twin.md", "Connection limits", "What the RDS instance allows",
+                 "The harbor Postgres pool holds twenty connections per pod. " * 6 + "\n")
+    every = {f.files[0] for f in of_kind(check(sick, exact_max=10_000), "unreachable")}
+    screened = check(sick, exact_max=0)
+    assert every and {f.files[0] for f in of_kind(screened, "unreachable")} == every
+    assert any("a screen found at risk" in note for note in screened.notes)
