@@ -1,7 +1,7 @@
 """What doctor read in each memory file's text, kept per version of the file: the lines learning's
 scrubber blanks and the references the text names (with each naming line as doctor shows it).
 
-Reading and scrubbing every memory is most of doctor's cost (3.8 of 5.1 s at 1,000 memories:
+Reading and scrubbing every memory is most of doctor's cost (5.2 of 6.5 s at 1,000 memories:
 bench/bench_doctor.py), while between two runs few files change. The results depend only on the
 file's bytes (its SHA-256, which the store keeps) and on the code that reads them, so they are kept
 under both: the file is named after a hash of the scrubber's and the reference reader's source, and

@@ -35,7 +35,7 @@ NEVER_RECALLED_MIN_PROMPTS = 300
 # (about 2 ms each at 1,000 memories, 10 ms at 10,000: bench/bench_doctor.py); a larger set sends
 # only the memories a screen finds at risk. On every dataset of bench/datasets, locomo-dev and
 # generated stores of 1,000 (with and without planted duplicates), the screen found every memory
-# the exhaustive run found, at a thirtieth of its cost (bench/bench_doctor.py, 2026-12-04).
+# the exhaustive run found, at a thirtieth of its cost (bench/bench_doctor.py, 2026-12-02).
 UNREACHABLE_EXACT_MAX = 500
 TWIN_SCREEN = 0.5  # head-only cosine from which another memory may take a memory's place
 NEIGHBOUR_SCREEN = 0.3  # whole-memory cosine from which another's body may outrank a memory's head

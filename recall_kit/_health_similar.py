@@ -25,12 +25,12 @@ from recall_kit._index import TermPostings
 
 # Chosen by bench/bench_doctor.py on the dev half of bench/datasets/near-duplicates (grid over the
 # head weight and the threshold, best F1, ties to the higher threshold): dev P 0.900 R 0.750, held-out
-# P 0.625 R 0.667 (2026-12-04). Same-topic memories that state different facts (staging vs production
+# P 0.625 R 0.667 (2026-12-02). Same-topic memories that state different facts (staging vs production
 # URL, a retention period vs its stream) reach 0.41-0.47, paraphrases with no word in common 0.02-0.18:
 # the lexical measure cannot tell those apart, which is what --model-check is for.
 DUPLICATE_THRESHOLD = 0.389
 HEAD_WEIGHT = 2.0
-# Blocking, measured against an exhaustive search (bench/bench_doctor.py, 2026-12-04): sharing one of
+# Blocking, measured against an exhaustive search (bench/bench_doctor.py, 2026-12-02): sharing one of
 # 8 words found all 80 planted pairs but made 269,039 candidates at 10,000 memories (5.6 s to score);
 # two of 8 missed 2 of the 80; two of 12 found them all with 14,896 candidates (three of 16: 3,815).
 BLOCK_TERMS = 12

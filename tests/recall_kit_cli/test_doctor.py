@@ -136,3 +136,11 @@ def test_hook_status_gives_doctors_last_counts_in_one_line(sick: Sick) -> None:
     assert json.loads(status_json.stdout)["doctor"] == line
     write_memory(sick.folder, "new.md", "A new memory", "Written after doctor last looked", "x\n")
     assert status().endswith("; the folders changed since: recall-kit doctor")
+
+
+def test_memory_text_in_the_report_cannot_drive_the_terminal(sick: Sick) -> None:
+    write_memory(sick.folder, "escape.md", "Escape", "A memory whose line names a missing file and a terminal escape",
+                 "See `src/gone.py` \x1b[2J\x1b]0;owned\x07 here.\n")
+    result = doctor(sick)
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "src/gone.py` \\x1b[2J\\x1b]0;owned\\x07 here." in result.stdout

@@ -72,3 +72,12 @@ def test_calls_are_bounded_and_the_rest_are_named(tmp_path: Path) -> None:
         review = review_near_duplicates(report, settings.selector, max_calls=2)
         assert len(server.requests) == 2
     assert (review.calls, review.not_asked, len(review.proposals)) == (2, 1, 2)
+
+
+def test_an_untrusted_project_files_model_gets_nothing(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    with ScriptedChatServer(default=Reply.content(json.dumps(MERGED))) as server:
+        (sick.project / "recall-kit.toml").write_text(f'[selector]\nbase_url = "{server.base_url}"\nmodel = "cloned"\n')
+        result = run_recall_kit("doctor", "--model-check", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+        assert result.returncode == 2 and "--model-check needs the selector model" in result.stderr
+        assert "config trust" in result.stderr and server.requests == []
