@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from memory_store._format import new_memory_path as new_memory_path
     from memory_store._root import MemoryRoot as MemoryRoot
     from memory_store._root import SavedMemory as SavedMemory
+    from memory_store._index_file import INDEX_MAX_BYTES as INDEX_MAX_BYTES
+    from memory_store._index_file import IndexFile as IndexFile
+    from memory_store._store import root_labels as root_labels
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
     from memory_store._store import MemoryStore as MemoryStore
     from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
@@ -95,6 +98,9 @@ _EXPORTS: dict[str, str] = {
     "new_memory_path": "memory_store._format",
     "MemoryRoot": "memory_store._root",
     "SavedMemory": "memory_store._root",
+    "INDEX_MAX_BYTES": "memory_store._index_file",
+    "IndexFile": "memory_store._index_file",
+    "root_labels": "memory_store._store",
     "DEFAULT_DEBOUNCE_MS": "memory_store._store",
     "MemoryStore": "memory_store._store",
     "MAX_FOLDER_DEPTH": "memory_store._scan",

@@ -17,6 +17,7 @@ from pathlib import Path
 from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryPathError, MemoryStoreError
 from memory_store._fd import SidecarProblem, opened_folder, opened_root
 from memory_store._format import format_memory, new_memory_path
+from memory_store._index_file import IndexFile, find_index_files, replace_index
 from memory_store._learned_format import LEARNED_PATH, LearnedEntry, LearningUpdate
 from memory_store._learned_log import LearnedChanges, LearnedFile
 from memory_store._parse import parse_memory
@@ -241,6 +242,20 @@ class MemoryRoot:
     def clear_learning(self, paths: Iterable[str] | None = None) -> int:
         """Forget what was learned for ``paths`` (relative paths; None: every memory); how many entries went."""
         return self._learned.clear(paths)
+
+    # --- the agents' index files ---------------------------------------------------------------
+
+    def index_files(self) -> list[IndexFile]:
+        """Every ``MEMORY.md`` below the root (in the folders the scan enters), read or refused with
+        its reason: a symlink, not a regular file, over ``memory_store.INDEX_MAX_BYTES``."""
+        return find_index_files(self._root)
+
+    def replace_index(self, rel: str, data: bytes, *, expected: bytes) -> Path:
+        """Replace the ``MEMORY.md`` at ``rel`` with ``data`` atomically, only while its bytes are still
+        ``expected``, after keeping them in ``.recall-kit/index-backups/``; returns the backup's path.
+        MemoryPathError for a symlink, a file that is not regular, or one of another user's;
+        MemoryStoreError when it changed meanwhile (nothing written) or cannot be written."""
+        return replace_index(self._root, rel, data, expected)
 
     # --- what a store reads --------------------------------------------------------------------
 

@@ -422,6 +422,12 @@ def _mapped_sidecars(roots: list[Root], spec: EnrichmentSpec) -> dict[str, PathS
     return mapped
 
 
+def root_labels(*paths: str | os.PathLike[str]) -> list[str]:
+    """The label each of ``paths`` gets as a root of one store opened with them in this order (a ref
+    is ``<label>/<path>``): what a record of refs, such as the recall trail, is read back with."""
+    return [root.label for root in _resolve_roots(paths)]
+
+
 def _resolve_roots(specs: tuple[RootSpec, ...]) -> list[Root]:
     if not specs:
         raise MemoryStoreError("no memory root given")

@@ -25,7 +25,7 @@ from recall_kit._tokenize import analyze_terms
 from recall_kit.limits import MAX_FAST_DOCS, RANKED_LIMIT
 
 if TYPE_CHECKING:
-    from recall_kit._index import FieldIndex
+    from recall_kit._index import FieldIndex, TermPostings
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +130,14 @@ class FastHeuristic:
         if pairs is None:
             pairs = self._pairs[ref] = body_pairs(analyze_terms(self._docs[ref].body)[0])
         return pairs
+
+    def postings(self) -> TermPostings:
+        """The index's every (term, document) posting as arrays, for analyses of the whole store
+        (``recall_kit.health`` finds near-duplicates with them)."""
+        with self._lock:
+            if isinstance(self._index, FrozenIndex):  # postings are numpy arrays: a FieldIndex has them
+                self._index = self._index.thaw()
+            return self._index.postings()
 
     @property
     def version(self) -> int:

@@ -54,6 +54,17 @@ COMPACT_SHARE = 8
 
 
 @dataclass(frozen=True, slots=True)
+class TermPostings:
+    """Every posting of an index as arrays, one row per (term, document): for whole-store analyses."""
+
+    refs: tuple[str, ...]  # document id -> ref
+    terms: tuple[str, ...]  # term id -> term
+    term_ids: np.ndarray  # per posting
+    doc_ids: np.ndarray  # per posting
+    tfs: np.ndarray  # per posting, the term's frequency in each field
+
+
+@dataclass(frozen=True, slots=True)
 class _Packed:
     """Sorted (key, document) pairs grouped by key: key k's documents are docs[ptr[k]:ptr[k + 1]]."""
 
@@ -295,6 +306,15 @@ class FieldIndex:
             self._alive = np.concatenate((self._alive, np.zeros_like(self._alive)))
         self.refs.append(None)
         return doc_id
+
+    def postings(self) -> TermPostings:
+        """Every live posting, packed (the index compacts itself first when it changed since)."""
+        if self._delta_postings or self._delta or len(self.refs) != len(self.ids):
+            self.compact()
+        assert self._base.values is not None
+        term_ids = np.repeat(np.arange(len(self._base.ptr) - 1), np.diff(self._base.ptr))
+        refs = tuple(ref for ref in self.refs if ref is not None)
+        return TermPostings(refs, tuple(self.terms), term_ids, self._base.docs, self._base.values)
 
     # --- the persistent form ----------------------------------------------------
 

@@ -37,6 +37,7 @@ COMMANDS: dict[str, Registered] = {
     "bench": Registered("recall_kit_cli.commands.bench_cmd", "bench", "Benchmarks: delivery, latency, learning replay."),
     "cache": Registered("recall_kit_cli.commands.cache_cmd", "cache", "List or clear the per-user index caches."),
     "config": Registered("recall_kit_cli.commands.config_cmd", "config", "Every setting with its source; trust a project file."),
+    "doctor": Registered("recall_kit_cli.commands.doctor_cmd", "doctor", "What is wrong in the memory folders; --fix mends MEMORY.md."),
     "enrich": Registered("recall_kit_cli.commands.enrich_cmd", "enrich", "Ask the model for the words a user might type instead."),
     "hook": Registered("recall_kit_cli.integrations.commands", "hook", "Agent hooks that hand memories over through the daemon."),
     "learned": Registered("recall_kit_cli.commands.learned_cmd", "learned", "Show or forget what was learned from the model's picks."),

@@ -15,6 +15,7 @@ from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo_json, echo_rows
 from recall_kit_cli._config_file import resolve_roots, root_option
+from recall_kit_cli.integrations.doctor_record import doctor_line, doctor_stats
 
 
 
@@ -35,6 +36,7 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
         raise InputError(str(exc)) from None
     docs = sorted(indexed.snapshot.docs.values(), key=lambda d: (d.mtime, d.ref))
     payload = _stats(docs, len(indexed.snapshot.errors), indexed.cache_file, paths)
+    payload["doctor"] = doctor_stats(paths)
     if as_json:
         echo_json(payload)
         return
@@ -56,6 +58,7 @@ def stats(roots: tuple[str, ...], as_json: bool) -> None:
     index = payload["index"]
     rows.append(f"index cache: {index['bytes']} bytes at {clean(index['path'])}" if index["path"]
                 else "index cache: none")
+    rows.append(clean(doctor_line(payload["doctor"])))
     echo_rows(rows)
 
 

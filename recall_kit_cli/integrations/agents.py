@@ -60,6 +60,10 @@ class Agent(NamedTuple):
     events: tuple[str, ...]
     tested_version: str
     folders: Callable[[EventContext], tuple[MemoryFolder, ...]]
+    # How much of a folder's MEMORY.md the agent loads into its context: the trimmed text's first
+    # index_lines lines, then cut at the last line break before index_chars (UTF-16 code units)
+    index_lines: int
+    index_chars: int
     install_note: str = ""  # said after `hook install`: what the user should also set
     # where the note asking for keywords reaches the agent's memory writer: at SessionStart (the
     # session's first prompt when the daemon could not answer then), or with the first prompt only
@@ -126,6 +130,12 @@ def _user_setting(settings_file: str, *keys: str) -> object:
             return None
         value = value.get(key)
     return value
+
+
+def git_top(start: str) -> str | None:
+    """The git work tree ``start`` is in (the nearest folder at or above it holding a ``.git``), as
+    both agents find a project; None outside git."""
+    return _git_root(start)
 
 
 def _git_root(start: str) -> str | None:
@@ -332,6 +342,8 @@ CLAUDE_CODE = Agent(
     events=HOOK_EVENTS,
     tested_version="2.1.197",
     folders=claude_code_folders,
+    index_lines=200,  # "lines after 200 will be truncated" (its prompt; iX=200, Zce=25000 in 2.1.197)
+    index_chars=25_000,
 )
 
 QWEN_CODE = Agent(
@@ -347,6 +359,8 @@ QWEN_CODE = Agent(
     # prompt SessionStart context goes into (checked with `qwen -p`, docs/integrations.md)
     writing_note_at_start=False,
     writing_note_at="with each session's first prompt (its memory extractor reads the conversation, not SessionStart context)",
+    index_lines=200,  # MAX_MANAGED_AUTO_MEMORY_INDEX_LINES and _BYTES in 0.24.4's bundle
+    index_chars=25_000,
     install_note=(
         "Qwen Code recalls the same memory folders itself, beside this hook, so a memory can reach "
         "the model twice; its only switch, \"memory\": {\"enableManagedAutoMemory\": false} in "

@@ -19,6 +19,7 @@ from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import runtime_paths
 from recall_kit_cli.integrations.agent_settings import SettingsError, installed_commands, read_settings, settings_path
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context
+from recall_kit_cli.integrations.doctor_plan import doctor_summary
 from recall_kit_cli.integrations.protocol import DaemonError
 
 SCOPES = ("user", "project")
@@ -41,7 +42,7 @@ def collect_status(cwd: str, environ: dict[str, str], *, agent_keywords: bool = 
         }
     except DaemonError as exc:
         daemon = {"running": False, "reason": str(exc), "socket": str(paths.socket)}
-    return {"cwd": cwd, "agents": agents, "daemon": daemon, "trail": str(paths.trail)}
+    return {"cwd": cwd, "agents": agents, "daemon": daemon, "trail": str(paths.trail), "doctor": doctor_summary(cwd, environ)}
 
 
 def _agent_status(agent: Agent, cwd: str, environ: dict[str, str]) -> dict[str, Any]:
@@ -149,4 +150,5 @@ def status_text(status: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"daemon: not running ({daemon['reason']}); the first prompt starts it")
     lines.append(f"trail: {status['trail']} (`recall-kit hook log`)")
+    lines.append(status["doctor"])
     return lines

@@ -1,7 +1,7 @@
 """`recall-kit mcp`: the memories for any MCP client over stdio (official ``mcp`` SDK).
 
-Tools: ``search_memories``, ``read_memory``, ``recall``, ``remember``, each annotated with what it
-does to the memories (search, read and recall only read); every memory is also a resource
+Tools: ``search_memories``, ``read_memory``, ``recall``, ``doctor``, ``remember``, each annotated with
+what it does to the memories (search, read, recall and doctor only read); every memory is also a resource
 (``memory://<ref>``), listed ``RESOURCE_PAGE_SIZE`` at a time. One stdio connection is one MCP
 session, so one RecallSession.
 """
@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 
-from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError
+from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError, RecallKitError
 from recall_kit import RecallSession, SelectorConfig, open_recaller
 from recall_kit.limits import bounded_prompt
 
@@ -104,6 +104,20 @@ class MemoryService:
         self._session.begin(prompt)
         delivery = await self._session.consume("initial")
         return delivery.text if delivery is not None else ""
+
+    def doctor(self) -> dict[str, Any]:
+        """``recall-kit doctor --json`` of the server's roots (read-only: nothing is mended or recorded)."""
+        import os
+
+        from recall_kit.health import check_health
+        from recall_kit_cli.integrations.doctor_plan import doctor_plan, recall_history
+
+        planned = doctor_plan(os.getcwd(), os.environ, given=[path for _, path in self.store.roots])
+        history, trail_note = recall_history(os.environ)
+        report = check_health(planned.plan, history=history)
+        payload = report.to_json()
+        payload["notes"] = [*planned.notes, *([trail_note] if trail_note else []), *report.notes]
+        return payload
 
     def remember(
         self,
@@ -218,6 +232,18 @@ class RecallMCPServer(MCPServer):
             """The memories relevant to a prompt, rendered; a memory is handed over once per session."""
             return await service.recall(prompt)
 
+        @self.tool(annotations=READ_ONLY)
+        async def doctor() -> dict[str, Any]:
+            """What is wrong in the memory folders, as `recall-kit doctor --json` reports it: near-duplicates,
+            stale references, index drift, secrets (never shown), memories unreachable at the prompt or never
+            recalled, bad files; each with its files and what to do. Reads only."""
+            import anyio
+
+            try:
+                return await anyio.to_thread.run_sync(service.doctor)
+            except RecallKitError as exc:
+                raise ToolError(f"doctor: {exc}") from None
+
         @self.tool(annotations=WRITES_ONE_MEMORY)
         def remember(
             name: str,
@@ -241,7 +267,7 @@ class RecallMCPServer(MCPServer):
 _INSTRUCTIONS = (
     "recall-kit serves markdown memories. Call `recall` with the user's request to get the memories "
     "that apply (each is given once per session), `search_memories` to browse, `read_memory` for a full "
-    "file, and `remember` to save a new memory."
+    "file, `doctor` for what is wrong in the memory folders, and `remember` to save a new memory."
 )
 
 

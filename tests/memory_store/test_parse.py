@@ -30,6 +30,19 @@ def test_valid_memory_has_all_fields() -> None:
     assert len(doc.content_hash) == 64 and doc.size == len(text.encode())
 
 
+def test_the_type_claude_code_writes_under_metadata_is_read() -> None:
+    # what Claude Code 2.1.197's Write tool leaves in its memory folder, byte for byte
+    text = (
+        "---\nname: deploy-flow\ndescription: The app deploys from main\nmetadata: \n  node_type: memory\n"
+        "  type: project\n  originSessionId: 289bcc88-8fb2-4c1b-a8c6-6708f4126dc4\n---\n\nbody\n"
+    )
+    doc = parse(text)
+    assert (doc.name, doc.type) == ("deploy-flow", "project") and doc.extra["metadata"]["node_type"] == "memory"
+    with pytest.raises(MemoryParseError, match="unknown type"):
+        parse(text.replace("type: project", "type: gossip"))
+    assert parse(text.replace("description:", "type: user\ndescription:")).type == "user"  # its own field first
+
+
 def test_unknown_frontmatter_fields_are_kept_as_read() -> None:
     doc = parse("---\nname: n\ndescription: d\ntype: project\nowner: priya\nsince: 2024-01-02\n---\n")
     assert dict(doc.extra) == {"owner": "priya", "since": datetime.date(2024, 1, 2)}

@@ -13,6 +13,7 @@ from integration_support import DEPLOY_PROMPT, RECALL_KIT, Env
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from doctor_support import tree_state
 from memory_store import parse_memory
 
 
@@ -42,7 +43,7 @@ async def _call(session: ClientSession, tool: str, **arguments: Any) -> tuple[bo
 def test_tools_search_read_and_recall_once(env: Env, memories: Path) -> None:
     async def body(session: ClientSession) -> None:
         names = {t.name for t in (await session.list_tools()).tools}
-        assert names == {"search_memories", "read_memory", "recall", "remember"}
+        assert names == {"search_memories", "read_memory", "recall", "doctor", "remember"}
         result = await session.call_tool("search_memories", {"query": "deploy ledgerline", "limit": 3})
         hits = result.structured_content["result"]
         assert len(hits) == 3 and hits[0]["ref"] == "memories/projects/ledgerline/deploy.md"
@@ -153,3 +154,22 @@ def test_the_server_opens_its_roots_through_the_index_cache_unless_told_not_to(
     _drive(env, [memories], body, extra)
     # a second start with nothing changed reuses the file as it is: it is not written again
     assert [path.stat().st_ino for path in cache.glob("index-*.bin")] == written
+
+
+def test_doctor_gives_the_folders_findings_and_changes_nothing(env: Env, memories: Path) -> None:
+    (memories / "MEMORY.md").write_text("# Index\n- [Gone](gone.md) — deleted\n")
+    before = tree_state(memories)
+
+    async def body(session: ClientSession) -> None:
+        tool = next(t for t in (await session.list_tools()).tools if t.name == "doctor")
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        error, text = await _call(session, "doctor")
+        assert not error, text
+        report = json.loads(text)
+        assert list(report)[0] == "counts" and report["counts"]["index_drift"] >= 1
+        dead = [f for f in report["findings"] if f["detail"].get("problem") == "dead_link"]
+        assert [(f["line"], f["fixable"]) for f in dead] == [(2, True)] and dead[0]["files"] == [str(memories / "MEMORY.md")]
+        assert [r["path"] for r in report["roots"]] == [str(memories)]
+
+    _drive(env, [memories], body)
+    assert tree_state(memories) == before  # read-only: not even a backup or a sidecar folder

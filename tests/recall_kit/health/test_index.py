@@ -1,0 +1,91 @@
+"""The index rules: what of MEMORY.md an agent loads (both clients' algorithm, in UTF-16 units), which
+links count, and the mending, which keeps every other byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor_support import write_memory
+from recall_kit.health import (
+    HealthPlan,
+    HealthRoot,
+    IndexReader,
+    RecallSet,
+    apply_repair,
+    check_health,
+    plan_repairs,
+    seen_lines,
+)
+
+CLAUDE = IndexReader("Claude Code", 200, 25_000)
+
+
+def test_seen_lines_counts_file_lines_after_the_clients_trim() -> None:
+    assert seen_lines("\n".join(f"l{n}" for n in range(1, 201)), CLAUDE) == 200
+    assert seen_lines("\n".join(f"l{n}" for n in range(1, 202)), CLAUDE) == 200
+    # leading blank lines are trimmed before counting, so line 203 of the file is the 200th loaded
+    assert seen_lines("\n\n  \n" + "\n".join(f"l{n}" for n in range(1, 260)), CLAUDE) == 203
+    assert seen_lines("", CLAUDE) == 0 and seen_lines("\ufeff \n", CLAUDE) == 0  # JavaScript's trim takes the BOM
+
+
+def test_seen_lines_cuts_at_the_last_line_break_before_the_character_limit() -> None:
+    small = IndexReader("x", 200, 100)
+    lines = ["a" * 40, "b" * 40, "c" * 40]  # breaks at 40 and 81: the third line ends past 100
+    assert seen_lines("\n".join(lines), small) == 2
+    assert seen_lines("a" * 150, small) == 0  # no break before the limit: the first line is cut in its middle
+    # UTF-16 code units: an emoji is two, as JavaScript's length counts it
+    assert seen_lines("\n".join(["😀" * 25, "b" * 10]), IndexReader("x", 200, 55)) == 1
+    assert seen_lines("\n".join(["é" * 25, "b" * 10]), IndexReader("x", 200, 55)) == 2
+
+
+def plan(folder: Path) -> HealthPlan:
+    return HealthPlan((HealthRoot(str(folder), "project", CLAUDE),), (RecallSet("t", (str(folder),)),))
+
+
+def test_mending_removes_the_dead_entry_appends_the_missing_one_and_keeps_every_other_byte(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "kept.md", "Kept", "A memory that is listed", "x\n")
+    write_memory(folder, "sub/new.md", "New [one](x) \x1b[31m", "Its description\nspans two lines", "y\n")
+    original = (
+        "\ufeff# Index\r\n"
+        "  *  [Kept](kept.md) — listed, with odd spacing\r\n"
+        "- [Gone](gone.md#part \"title\") — dead\r\n"
+        "- [Also gone](<gone two.md>)\r\n"
+        "Some prose without a link, and a tab\there\r\n"
+        "- [Two links](kept.md) and [a dead one](dead.md)"  # no final newline
+    )
+    (folder / "MEMORY.md").write_bytes(original.encode("utf-8"))
+    report = check_health(plan(folder), use_cache=False)
+    repairs = plan_repairs(report)
+    assert len(repairs) == 1 and repairs[0].removed_lines == (3, 4) and repairs[0].added == ("memory/sub/new.md",)
+    new = repairs[0].new.decode("utf-8")
+    kept = original.split("\r\n")
+    assert new.startswith(kept[0] + "\r\n" + kept[1] + "\r\n" + kept[4] + "\r\n" + kept[5] + "\r\n")
+    entry = new.split("\r\n")[4]
+    # the memory's own text cannot end the title, start a link or a line, or send a terminal escape
+    assert entry == r"- [New \[one\](x) \[31m](sub/new.md) — Its description spans two lines"
+    backup = apply_repair(repairs[0])
+    assert backup.read_bytes() == original.encode("utf-8") and (folder / "MEMORY.md").read_bytes() == repairs[0].new
+    assert oct(backup.stat().st_mode & 0o777) == "0o600"
+    assert (folder / ".recall-kit" / ".gitignore").read_text() == "*\n"  # the backup never goes to git
+    again = check_health(plan(folder), use_cache=False)
+    assert [f.detail["problem"] for f in again.findings] == ["dead_link"] and not again.findings[0].fixable
+
+
+def test_an_index_that_is_not_utf8_is_reported_but_never_rewritten(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "a.md", "Alpha memory", "Something worth remembering about alpha", "x\n")
+    (folder / "MEMORY.md").write_bytes(b"- [Gone](gone.md) \xff\n")
+    report = check_health(plan(folder), use_cache=False)
+    assert {f.detail["problem"] for f in report.findings} == {"dead_link", "unlisted"}
+    assert not any(f.fixable for f in report.findings) and plan_repairs(report) == []
+
+
+def test_a_memory_is_covered_by_the_nearest_index_above_it(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "top.md", "Editor", "Neovim with LazyVim on Arch Linux", "x\n")
+    write_memory(folder, "team/shared.md", "Deploys", "Production deploys from main through GitHub Actions", "y\n")
+    write_memory(folder, "team/deep/more.md", "Database pool", "Postgres pool of twenty connections per pod", "z\n")
+    (folder / "MEMORY.md").write_text("- [Top](top.md)\n")
+    (folder / "team" / "MEMORY.md").write_text("- [Shared](shared.md)\n- [More](./deep/more.md)\n- [Up](../top.md)\n")
+    assert check_health(plan(folder), use_cache=False).findings == ()

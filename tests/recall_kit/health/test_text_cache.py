@@ -1,0 +1,48 @@
+"""Doctor's per-file cache: a second run reads only the files that changed and finds the same; a cache
+file that is not this user's own is not used, and the run still finds everything."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from doctor_support import TOKEN, sick_folder, write_memory
+from recall_kit.health import HealthPlan, HealthRoot, RecallSet, check_health
+
+
+def plan(folder: Path, project: Path) -> HealthPlan:
+    return HealthPlan((HealthRoot(str(folder), "project", None, str(project)),), (RecallSet("t", (str(folder),)),))
+
+
+def findings(report: object) -> list[tuple[object, ...]]:
+    return sorted((f.kind, f.files, f.line, f.message) for f in report.findings)  # type: ignore[attr-defined]
+
+
+def test_a_second_run_reuses_what_it_read_and_rereads_what_changed(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    cache = tmp_path / "cache"
+    first = check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    (cached,) = cache.glob("doctor-text-*.json")
+    assert oct(cached.stat().st_mode & 0o777) == "0o600" and TOKEN not in cached.read_text()
+    assert findings(check_health(plan(sick.folder, sick.project), cache_dir=cache)) == findings(first)
+    write_memory(sick.folder, "misc.md", "Misc", "misc", f"now with a token {TOKEN}\n")
+    changed = check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    assert ("secret", (str(sick.folder / "misc.md"),)) in {(f.kind, f.files) for f in changed.findings}
+    assert len(json.loads(cached.read_text())) == 8  # both versions of misc.md, the others once
+
+
+def test_a_cache_file_that_is_a_symlink_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    sick = sick_folder(tmp_path)
+    cache = tmp_path / "cache"
+    check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    (cached,) = cache.glob("doctor-text-*.json")
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps({key: {"s": [], "r": [], "l": {}} for key in json.loads(cached.read_text())}))
+    cached.unlink()
+    os.symlink(planted, cached)
+    report = check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    assert any(f.kind == "secret" for f in report.findings)  # the planted "nothing here" was not believed
+    assert "doctor's cache" in caplog.text
