@@ -73,9 +73,9 @@ def home_stays_empty() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def llama() -> Iterator[LlamaServer]:
+def llama_server() -> Iterator[LlamaServer]:
     """One real llama.cpp server (SmolLM2-135M) for every real-model test; it fails, never skips,
-    when the real-model extra is missing."""
+    when llama-cpp-python or the model is missing, or llama.cpp was built for one CPU."""
     try:
         server = LlamaServer(n_ctx=8192).start()
     except RealModelUnavailable as exc:
@@ -84,3 +84,19 @@ def llama() -> Iterator[LlamaServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def llama(llama_server: LlamaServer) -> Iterator[LlamaServer]:
+    """The session's llama.cpp server, alive before and after the test: one that died fails the
+    test with its exit status and the end of its log."""
+    assert_alive(llama_server)
+    yield llama_server
+    assert_alive(llama_server)
+
+
+def assert_alive(server: LlamaServer) -> None:
+    try:
+        server.check_alive()
+    except RealModelUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
