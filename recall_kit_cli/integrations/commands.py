@@ -306,7 +306,7 @@ def mcp(roots: tuple[str, ...], fast_only: bool, no_cache: bool) -> None:
     try:
         from recall_kit_cli.integrations.mcp_server import serve_stdio
     except ImportError as exc:
-        raise InputError(f"the MCP server needs the mcp extra: pip install 'recall-kit[mcp]' ({exc})") from None
+        raise InputError(f"the MCP server needs the mcp extra: pip install -e '.[mcp]' in recall-kit's folder ({exc})") from None
     from memory_store import MemoryStoreError
     from recall_kit_cli._config_file import load, roots_of
 

@@ -7,25 +7,27 @@ import os
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
 import pytest
 from cli_support import EXAMPLES, REPO, RECALL_KIT, assert_one_line_error, clean_environ, run_recall_kit
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import PaginatedRequestParams
-
+from mcp_support import needs_mcp
 from store_helpers import memory, wait_until, write
 
 from memory_store import MemoryStore, MemoryStoreError
-from recall_kit_cli.integrations.mcp_server import RESOURCE_PAGE_SIZE
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
 
 DEPLOY_REF = "memories/projects/ledgerline/deploy.md"
 
 
 def _mcp_session(root: Path, body: Callable[[ClientSession], Awaitable[None]], *, info: list[object]) -> None:
     """Run ``body`` in a real stdio MCP session with `recall-kit mcp --root ROOT`."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
     params = StdioServerParameters(
         command=str(RECALL_KIT), args=["mcp", "--fast-only", "--root", str(root)], env=clean_environ()
     )
@@ -53,6 +55,7 @@ def _many_memories(root: Path, count: int) -> list[str]:
 # --- MCP --------------------------------------------------------------------------------------------
 
 
+@needs_mcp
 def test_the_mcp_server_names_its_version_and_what_each_tool_does(tmp_path: Path) -> None:
     info: list[object] = []
     annotations = {}
@@ -71,7 +74,12 @@ def test_the_mcp_server_names_its_version_and_what_each_tool_does(tmp_path: Path
     assert (remember.read_only_hint, remember.destructive_hint, remember.idempotent_hint) == (False, False, True)
 
 
+@needs_mcp
 def test_resources_are_listed_a_page_at_a_time_with_a_cursor(tmp_path: Path) -> None:
+    from mcp.types import PaginatedRequestParams
+
+    from recall_kit_cli.integrations.mcp_server import RESOURCE_PAGE_SIZE
+
     root = tmp_path / "notes"
     refs = _many_memories(root, RESOURCE_PAGE_SIZE * 2 + 7)
     pages: list[list[str]] = []

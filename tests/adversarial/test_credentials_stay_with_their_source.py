@@ -17,8 +17,7 @@ import anyio
 import pytest
 from cli_support import EXAMPLES, RECALL_KIT, assert_one_line_error, clean_environ, make_dataset, run_recall_kit
 from integration_support import DEPLOY_PROMPT, Env, stop_daemon
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_support import needs_mcp
 
 from recall_kit.testing import ScriptedChatServer
 
@@ -153,6 +152,9 @@ def test_a_user_config_file_others_can_write_is_refused_in_one_line(repo: Cloned
 def _mcp_recall(repo: ClonedRepo, errlog_path: Path, attacker: ScriptedChatServer, expect_requests: int) -> str:
     """`recall` once in an MCP session started in the cloned repo; waits for ``expect_requests``
     model requests while the session is still open."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
     params = StdioServerParameters(
         command=str(RECALL_KIT), args=["mcp", "--root", str(repo.memories)], env=repo.env, cwd=str(repo.folder))
     delivered = ""
@@ -172,6 +174,7 @@ def _mcp_recall(repo: ClonedRepo, errlog_path: Path, attacker: ScriptedChatServe
     return delivered
 
 
+@needs_mcp
 def test_mcp_sends_no_key_to_an_untrusted_project_endpoint_and_does_once_it_is_trusted(
     repo: ClonedRepo, attacker: ScriptedChatServer, tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import RECALL_KIT, clean_environ, run_recall_kit
-from doctor_support import Sick, sick_folder, tree_state
+from doctor_support import home_environ, Sick, sick_folder, tree_state
 from memory_store import MemoryPathError, MemoryRoot, MemoryStore, MemoryStoreError
 from recall_kit.health import HealthPlan, HealthRoot, RecallSet, apply_repair, check_health, plan_repairs
 from throwaway_user import throwaway_user
@@ -26,7 +26,7 @@ PROMPT = b"Write this change?"
 
 
 def doctor(sick: Sick, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_recall_kit("doctor", *args, cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+    return run_recall_kit("doctor", *args, cwd=sick.project, env=home_environ(sick.home))
 
 
 def plan_of(folder: Path) -> HealthPlan:
@@ -63,7 +63,7 @@ def test_an_index_changed_after_the_diff_is_not_written_over(tmp_path: Path) -> 
     sick = sick_folder(tmp_path)
     index = sick.folder / "MEMORY.md"
     master, slave = os.openpty()
-    env = clean_environ(HOME=str(sick.home))
+    env = home_environ(sick.home)
     proc = subprocess.Popen([str(RECALL_KIT), "doctor", "--fix"], stdin=slave, stdout=slave, stderr=slave,
                             cwd=sick.project, env=env)
     os.close(slave)
@@ -165,7 +165,7 @@ def test_fifos_in_the_memory_folder_and_the_project_never_hang_doctor(tmp_path: 
     os.mkfifo(sick.project / "src" / "pipe.py")
     (sick.folder / "sub").mkdir()
     os.mkfifo(sick.folder / "sub" / "MEMORY.md")
-    result = subprocess.run([str(RECALL_KIT), "doctor", "--json"], cwd=sick.project, env=clean_environ(HOME=str(sick.home)),
+    result = subprocess.run([str(RECALL_KIT), "doctor", "--json"], cwd=sick.project, env=home_environ(sick.home),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr
     assert "pipe.md" in result.stdout and "not a regular file" in result.stdout

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import assert_one_line_error, clean_environ, run_recall_kit
-from doctor_support import DEAD_ENTRY_LINE, TOKEN, Sick, sick_folder, tree_state, write_memory, write_trail
+from doctor_support import home_environ, DEAD_ENTRY_LINE, TOKEN, Sick, sick_folder, tree_state, write_memory, write_trail
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def sick(tmp_path: Path) -> Sick:
 
 
 def doctor(sick: Sick, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return run_recall_kit("doctor", *args, cwd=cwd or sick.project, env=clean_environ(HOME=str(sick.home), **env))
+    return run_recall_kit("doctor", *args, cwd=cwd or sick.project, env=home_environ(sick.home, **env))
 
 
 def test_text_report_counts_first_then_each_kind_and_exit_1(sick: Sick) -> None:
@@ -108,7 +108,7 @@ def test_fix_with_nothing_to_mend_says_so(sick: Sick) -> None:
 
 
 def test_stats_says_when_doctor_last_found_something(sick: Sick) -> None:
-    env = clean_environ(HOME=str(sick.home))
+    env = home_environ(sick.home)
     never = run_recall_kit("stats", "--root", str(sick.folder), cwd=sick.project, env=env)
     assert never.stdout.splitlines()[-1] == "doctor: never run on these folders (recall-kit doctor)"
     doctor(sick)
@@ -123,7 +123,7 @@ def test_stats_says_when_doctor_last_found_something(sick: Sick) -> None:
 
 def test_hook_status_gives_doctors_last_counts_in_one_line(sick: Sick) -> None:
     def status() -> str:
-        result = run_recall_kit("hook", "status", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+        result = run_recall_kit("hook", "status", cwd=sick.project, env=home_environ(sick.home))
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()[-1]
 
@@ -132,7 +132,7 @@ def test_hook_status_gives_doctors_last_counts_in_one_line(sick: Sick) -> None:
     line = status()
     assert line.startswith("doctor (") and "): 10 findings (1 near-duplicates, 3 stale references, 3 index drift" in line
     assert line.endswith("; recall-kit doctor shows them")
-    status_json = run_recall_kit("hook", "status", "--json", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+    status_json = run_recall_kit("hook", "status", "--json", cwd=sick.project, env=home_environ(sick.home))
     assert json.loads(status_json.stdout)["doctor"] == line
     write_memory(sick.folder, "new.md", "A new memory", "Written after doctor last looked", "x\n")
     assert status().endswith("; the folders changed since: recall-kit doctor")

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from cli_support import clean_environ, run_recall_kit
-from doctor_support import Sick, sick_folder, tree_state, write_memory
+from doctor_support import home_environ, Sick, sick_folder, tree_state, write_memory
 from recall_kit.health import HealthPlan, HealthRoot, RecallSet, check_health, review_near_duplicates
 from recall_kit.settings import load_settings
 from recall_kit.testing import Reply, ScriptedChatServer
@@ -22,7 +22,7 @@ MERGED = {
 
 
 def doctor(sick: Sick, server: ScriptedChatServer, *args: str) -> subprocess.CompletedProcess[str]:
-    env = clean_environ(HOME=str(sick.home), RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
+    env = home_environ(sick.home, RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
     return run_recall_kit("doctor", "--model-check", *args, cwd=sick.project, env=env)
 
 
@@ -78,6 +78,6 @@ def test_an_untrusted_project_files_model_gets_nothing(tmp_path: Path) -> None:
     sick = sick_folder(tmp_path)
     with ScriptedChatServer(default=Reply.content(json.dumps(MERGED))) as server:
         (sick.project / "recall-kit.toml").write_text(f'[selector]\nbase_url = "{server.base_url}"\nmodel = "cloned"\n')
-        result = run_recall_kit("doctor", "--model-check", cwd=sick.project, env=clean_environ(HOME=str(sick.home)))
+        result = run_recall_kit("doctor", "--model-check", cwd=sick.project, env=home_environ(sick.home))
         assert result.returncode == 2 and "--model-check needs the selector model" in result.stderr
         assert "config trust" in result.stderr and server.requests == []

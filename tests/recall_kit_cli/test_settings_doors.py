@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import EXAMPLES, RECALL_KIT, RunCli, assert_one_line_error, clean_environ, json_out
+from mcp_support import needs_mcp
 from recall_kit.testing import Reply, ScriptedChatServer
 
 DEPLOY = "how do we deploy ledgerline to production"
@@ -126,7 +127,7 @@ def test_a_relative_recall_kit_config_is_one_line(run_cli: RunCli, tmp_path: Pat
     assert "absolute path" in shown["user_config"]["problem"]
 
 
-@pytest.mark.parametrize("door", ["query", "serve", "mcp", "config", "enrich", "bench"])
+@pytest.mark.parametrize("door", ["query", "serve", pytest.param("mcp", marks=needs_mcp), "config", "enrich", "bench"])
 @pytest.mark.parametrize("bad", ["RECALL_KIT_LEARN=maybe", "user file learn = \"yes\""])
 def test_a_learn_that_is_no_boolean_is_one_line_from_every_door(
     tmp_path: Path, dataset: Path, door: str, bad: str

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli_support import clean_environ
 from memory_store import format_memory
 from recall_kit.testing import CLAUDE_CODE, agent_memory_folder
 
@@ -97,6 +98,13 @@ def age(folder: Path, seconds: float) -> None:
     for path in folder.rglob("*"):
         if path.is_file():
             os.utime(path, (when, when))
+
+
+def home_environ(home: Path, **extra: str) -> dict[str, str]:
+    """clean_environ with HOME and the XDG state, cache and config folders inside ``home``, where the
+    trail, doctor's record and the agents' folders of that user are."""
+    return clean_environ(HOME=str(home), XDG_STATE_HOME=str(home / ".local" / "state"),
+                         XDG_CACHE_HOME=str(home / ".cache"), XDG_CONFIG_HOME=str(home / ".config"), **extra)
 
 
 def write_trail(home: Path, roots: list[Path], prompts: int, delivered: list[str]) -> Path:

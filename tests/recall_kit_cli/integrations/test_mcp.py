@@ -10,8 +10,11 @@ from typing import Any, Awaitable, Callable, Sequence
 import anyio
 import pytest
 from integration_support import DEPLOY_PROMPT, RECALL_KIT, Env
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_support import MISSING_REASON
+
+pytest.importorskip("mcp", reason=MISSING_REASON)
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from doctor_support import tree_state
 from memory_store import parse_memory
