@@ -94,7 +94,8 @@ def _no_tool_table(report: DeliveryBenchReport) -> str:
         f"baseline ms {'-' if base is None else _timings(base.fast_ms, with_max=False)}"
     )
     if report.unenriched is not None:
-        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh)"]
+        where = "" if report.placement == "sidecar" else f", its words in each memory's {report.placement}"
+        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh{where})"]
         lines += _side_by_side(ours, report.unenriched, "enr / unenr")
         lines.append("unenriched fold spread: " + _spread(report.unenriched.folds or {}))
     if report.refined is not None:

@@ -16,7 +16,14 @@ from recall_kit_cli._format import InputError, parse_number_list
 from recall_kit_cli._config_file import selector_config
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
-    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport, ReplaySettings
+    from recall_kit_bench import (
+        DeliveryReport,
+        EnrichmentPlacement,
+        EvalDataset,
+        PlainBaseline,
+        RefinedReport,
+        ReplaySettings,
+    )
 
 
 
@@ -61,6 +68,13 @@ def _enrichment_options(verb: str) -> Callable[[_Command], _Command]:
 )
 @click.option("--limit", type=int, help="Only the first N queries.")
 @_enrichment_options("Measure")
+@click.option(
+    "--enrichment-placement",
+    "placement",
+    type=click.Choice(["sidecar", "frontmatter"]),
+    default="sidecar",
+    help="Read the sidecar's words from the sidecar (default) or from each memory's frontmatter, as an agent writes them.",
+)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def delivery(
@@ -73,6 +87,7 @@ def delivery(
     limit: int | None,
     sidecar: str | None,
     no_enrichment: bool,
+    placement: EnrichmentPlacement,
     plot: str | None,
     as_json: bool,
 ) -> None:
@@ -97,7 +112,12 @@ def delivery(
     if plot is not None:
         _check_plot(plot)  # before the long runs: a plot that cannot be drawn fails at once
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
+    if placement == "frontmatter" and (found is None or latency_profile is not None):
+        raise InputError("--enrichment-placement frontmatter needs a sidecar to place, and no --model-latency-ms")
     dataset = _load(dataset_dir, limit, found if found is not None else False)
+    enriched = enriched_docs(dataset)
+    if placement == "frontmatter":
+        dataset = _load(dataset_dir, limit, found if found is not None else False, placement)
     plain, absent = _plain_baseline(dataset)
     unenriched = None
     lifecycle, refined = None, None
@@ -126,8 +146,9 @@ def delivery(
         lifecycle,
         unenriched,
         None if found is None else str(found),
-        enriched_docs(dataset),
+        enriched,
         absent,
+        placement,
     )
     if plot is not None:
         from recall_kit_bench import HarnessError, plot_delivery
@@ -139,11 +160,13 @@ def delivery(
     click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else delivery_table(report))
 
 
-def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
+def _load(
+    dataset_dir: str, limit: int | None, enrichment: bool | str | Path, placement: EnrichmentPlacement = "sidecar"
+) -> EvalDataset:
     from recall_kit_bench import DatasetError, EvalDataset, load_dataset
 
     try:
-        dataset = load_dataset(dataset_dir, enrichment=enrichment)
+        dataset = load_dataset(dataset_dir, enrichment=enrichment, placement=placement)
     except DatasetError as exc:
         raise InputError(str(exc)) from None
     if limit is not None:
