@@ -60,11 +60,14 @@ class ReplaySettings:
     seed: int = 0
     repeat: bool = False
     turn_ends_early: bool = False  # each training turn finishes before the oracle answers
+    passes: int = 1  # times the other folds' prompts are trained on, in file order each time
 
     def measured(self) -> tuple[int, ...]:
         """The folds measured, in order; UsageError for a setting out of range."""
         if self.folds < 2:
             raise UsageError(f"folds needs at least 2, got {self.folds}")
+        if self.passes < 1:
+            raise UsageError(f"passes needs at least 1, got {self.passes}")
         if not 0.0 <= self.oracle_accuracy <= 1.0:
             raise UsageError(f"oracle accuracy is a share from 0 to 1, got {self.oracle_accuracy:g}")
         chosen = tuple(range(self.folds)) if self.measure_folds is None else tuple(sorted(set(self.measure_folds)))
@@ -187,7 +190,7 @@ class ReplayReport:
 
     @property
     def repeat_outcomes(self) -> list[QueryOutcome]:
-        """Every trained prompt measured again after its fold's learning (each prompt once per fold)."""
+        """Every trained prompt measured again after its fold's learning (each prompt once per fold, however many passes trained it)."""
         return [o for f in self.folds for o in f.repeat]
 
     def fold_spread(self, pick: Callable[[FoldResult], Metrics | None], key: str) -> Spread:
@@ -242,6 +245,7 @@ class ReplayReport:
             "seed": self.settings.seed,
             "repeat": self.settings.repeat,
             "turn_ends_early": self.settings.turn_ends_early,
+            "passes": self.settings.passes,
             "enrichment": self.sidecar,
         }
         return data
@@ -394,6 +398,7 @@ async def _learned_fold(
     repeat: bool,
     tick: Callable[[], None],
     answer: Callable[[], None] | None = None,
+    passes: int = 1,
 ) -> tuple[list[QueryOutcome], list[QueryOutcome], TrainingSummary, int, int]:
     with tempfile.TemporaryDirectory(prefix="recall-kit-replay-") as tmp:
         root = copy_memories(dataset, sidecar, Path(tmp))
@@ -402,7 +407,7 @@ async def _learned_fold(
         recaller = open_learning_recaller(root, selector, telemetry)
         try:
             turns, unsettled, after_turn = await train(
-                recaller, trained, telemetry.settled, tick, answer, telemetry.learned if answer else None
+                recaller, [*trained] * passes, telemetry.settled, tick, answer, telemetry.learned if answer else None
             )
             learner = recaller.learner
             if learner is None:
@@ -439,7 +444,9 @@ def run_replay(
     split = {f: fold_split(dataset, settings.folds, f) for f in measured_folds}
     in_fold = {f: mine for f, (mine, _) in split.items()}
     trained_of = {f: others for f, (_, others) in split.items()}
-    total = sum(len(dataset.queries) + (len(trained_of[f]) if settings.repeat else 0) for f in measured_folds)
+    total = sum(
+        len(in_fold[f]) + len(trained_of[f]) * (settings.passes + settings.repeat) for f in measured_folds
+    )
     done = 0
 
     def tick() -> None:
@@ -465,7 +472,8 @@ def run_replay(
                     baseline = baseline_fold(heuristic, dataset, in_fold[f])
                     learned, again, summary, size, lines = asyncio.run(
                         _learned_fold(
-                            dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick, answer
+                            dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick, answer,
+                            settings.passes,
                         )
                     )
                     results.append(FoldResult(f, tuple(baseline), tuple(learned), tuple(again), summary, size, lines))

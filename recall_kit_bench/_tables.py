@@ -212,7 +212,8 @@ def replay_table(report: ReplayReport) -> str:
         f"{m.negatives} negatives), folds {','.join(map(str, report.measured))} of {settings.folds} by hash of id",
         f"oracle accuracy {settings.oracle_accuracy:g} ({report.wrong_answers} wrong answers, seed {settings.seed}); "
         f"enrichment {report.sidecar or 'none'}"
-        + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else ""),
+        + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else "")
+        + (f"; {settings.passes} training passes" if settings.passes > 1 else ""),
         "",
         f"{'kind':<14}{'n':>5}" + "".join(f"  {title:>22}" for title, _ in _REPLAY_KEYS),
         f"{'':<14}{'':>5}" + "".join(f"  {'base / learned  delta':>22}" for _ in _REPLAY_KEYS),

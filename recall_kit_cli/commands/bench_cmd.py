@@ -241,6 +241,8 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
 @click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
 @click.option("--turn-ends-early", is_flag=True,
               help="End each training turn right after its initial point, before the oracle answers.")
+@click.option("--passes", "passes_text", type=str, default="1",
+              help="Train on the other folds' prompts this many times (default 1).")
 @click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")
 @click.option("--folds", "folds_text", type=str, default="5", help="Folds by hash of the query id (default 5).")
 @click.option("--measure-folds", help="Only these folds, e.g. 0,1 (default: all).")
@@ -252,6 +254,7 @@ def replay(
     oracle_accuracy: str,
     repeat: bool,
     turn_ends_early: bool,
+    passes_text: str,
     seed: str,
     folds_text: str,
     measure_folds: str | None,
@@ -273,6 +276,7 @@ def replay(
         seed=_integer(seed, "--seed"),
         repeat=repeat,
         turn_ends_early=turn_ends_early,
+        passes=_integer(passes_text, "--passes"),
     )
     try:
         settings.measured()
@@ -300,7 +304,7 @@ def _replay_steps(dataset: EvalDataset, settings: ReplaySettings) -> int:
     steps = 0
     for fold in settings.measured():
         mine, others = fold_split(dataset, settings.folds, fold)
-        steps += len(mine) + len(others) * (2 if settings.repeat else 1)
+        steps += len(mine) + len(others) * (settings.passes + settings.repeat)
     return steps
 
 
