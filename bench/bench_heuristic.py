@@ -25,7 +25,16 @@ from pathlib import Path
 import numpy as np
 
 from recall_kit import FastHeuristic
-from recall_kit.tuning import FIELD_WEIGHTS, Evidence, FeatureWeights, GateSettings, ScoredDoc, gate_features, tokenize
+from recall_kit.tuning import (
+    FIELD_WEIGHTS,
+    Evidence,
+    FeatureWeights,
+    GateFeatures,
+    GateSettings,
+    ScoredDoc,
+    gate_features,
+    tokenize,
+)
 from recall_kit_bench import fold_of, load_dataset
 
 FOLDS = 5
@@ -135,7 +144,7 @@ class Table:
         self.answerable = np.array([bool(c.relevant) for c in cases])
         self.has = np.array([len(c.ranked) for c in cases])
         self.hit = np.array([[_relevant(c, i) for i in range(2)] for c in cases])
-        ratio = [c.ranked[1].score / c.ranked[0].score if len(c.ranked) > 1 else 0.0 for c in cases]
+        ratio = [c.ranked[1].score / c.ranked[0].score if len(c.ranked) > 1 and c.ranked[0].score else 0.0 for c in cases]
         self.ratio = np.array(ratio)
         self._features: dict[FeatureWeights, Features] = {}
 
@@ -151,7 +160,7 @@ class Features:
 
     def __init__(self, rows: list[list[tuple[float, float, float, float]]]) -> None:
         table = np.array(rows, dtype=float).reshape(len(rows), 2, 4)
-        self.terms, self.coverage, self.head, self.phrase = (table[:, :, k] for k in range(4))
+        self.places = tuple(GateFeatures(*(table[:, place, k] for k in range(4))) for place in range(2))
 
 
 def _relevant(case: Case, i: int) -> bool:
@@ -166,23 +175,11 @@ def _features(case: Case, i: int, weights: FeatureWeights) -> tuple[float, float
 
 
 def delivered(table: Table, gate: GateSettings) -> tuple[np.ndarray, np.ndarray]:
-    """Whether the first and the second document pass ``gate``: GateSettings.select's rules over its
-    features, vectorised (tests/recall_kit/heuristic/test_gate_search.py checks that the two agree)."""
-    features = table.features(gate.weights)
-    cov = features.coverage
-    head = features.head >= gate.min_head_terms
-    phrase = (features.phrase >= gate.min_phrase_terms) & (cov >= gate.phrase_min_coverage)
-    ok = (features.terms >= gate.min_terms) & (head | phrase)
-    tie = (table.has > 1) & (table.ratio >= gate.tie_ratio) & (features.head[:, 0] < gate.tie_min_head_terms)
-    first = (table.has > 0) & ok[:, 0] & (cov[:, 0] >= gate.min_coverage) & ~tie
-    second = (
-        first
-        & (table.has > 1)
-        & (table.ratio >= gate.second_score_ratio)
-        & ok[:, 1]
-        & (cov[:, 1] >= gate.second_min_coverage)
-    )
-    return first, second
+    """Whether the first and the second document pass ``gate``: the engine's own rules
+    (GateSettings.judge) over every case's figures at once."""
+    best, second = table.features(gate.weights).places
+    first, both = gate.judge(best, second, table.ratio, table.has.astype(float))
+    return np.asarray(first, dtype=bool), np.asarray(both, dtype=bool)
 
 
 def figures(table: Table, gate: GateSettings) -> dict[str, float]:
