@@ -16,8 +16,10 @@ from recall_kit._index import B, FieldIndex
 from recall_kit._tokenize import analyze_terms
 
 # Field order in the index (the body last); the head fields say what a memory is "about".
-# The frontmatter's keywords and usage_scenarios (the author's) are kept apart from the enrichment
-# sidecar's (a model's), so the gate can weigh a match in enrichment alone below one the author wrote.
+# Keywords and usage scenarios are the words a user might type instead of the memory's own, written
+# at write time by the agent (into the frontmatter) or by `recall-kit enrich` (into the sidecar); the
+# gate weighs a match in them alone below one in the memory's name or description, wherever they
+# are kept (`bench delivery --enrichment-placement frontmatter` measures the frontmatter form).
 # Learned words (the user's own words for a memory, kept from the model's choices) are a field of
 # their own, last, so that a store that learned nothing indexes exactly as before.
 FIELDS = (
@@ -25,8 +27,8 @@ FIELDS = (
     "learned",
 )
 HEAD_FIELDS = frozenset({0, 1, 2, 3, 4, 5, 7})
-CORE_FIELDS = frozenset({0, 1, 2, 3})  # written by the memory's author
-ENRICHED_FIELDS = frozenset({4, 5})  # written by a model at write time
+CORE_FIELDS = frozenset({0, 1})  # what the memory says it is: its name and description
+ENRICHMENT_FIELDS = frozenset({2, 3, 4, 5})  # keywords and usage scenarios, from the frontmatter or the sidecar
 BODY_FIELD = 6
 LEARNED_FIELD = 7
 # Ungated top-1 on agent-memories / locomo-dev: 0.898 / 0.623 with these, 0.873 / 0.639 with
@@ -73,6 +75,16 @@ def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
         doc.name, doc.description, "\n".join(doc.keywords), "\n".join(doc.usage_scenarios),
         "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body, "\n".join(learned),
     )
+
+
+def doc_entries(doc: MemoryDoc) -> tuple[frozenset[str], ...]:
+    """The terms of each keyword and usage scenario the document lists (frontmatter, then sidecar), one set an entry."""
+    enrichment = doc.enrichment
+    listed = (*doc.keywords, *doc.usage_scenarios)
+    if enrichment is not None:
+        listed += (*enrichment.keywords, *enrichment.usage_scenarios)
+    entries = (frozenset(analyze_terms(text)[0]) for text in listed)
+    return tuple(entry for entry in entries if entry)
 
 
 def doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:

@@ -62,6 +62,13 @@ SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
 # locomo-dev folds 0-1 strict 0.690 -> 0.647 and silence 0.177 -> 0.114 (2026-12-01); not taken.
 LEARNED_HEAD_CREDIT = 1.0
 SUPPRESS_OVERLAP = 0.8
+# The model stage may be skipped (recall_kit.SKIP_MODEL_WHEN_CERTAIN) when the fast stage's answer is
+# already certain: the gate passes the best document alone, the next scores below
+# CERTAIN_SECOND_RATIO of it, and it matches CERTAIN_MIN_COVERAGE of the query with
+# CERTAIN_MIN_HEAD_TERMS words in its head. Measured with `recall-kit bench replay` (see SKIP_MODEL_WHEN_CERTAIN).
+CERTAIN_SECOND_RATIO = 0.5
+CERTAIN_MIN_COVERAGE = 0.6
+CERTAIN_MIN_HEAD_TERMS = 2.0
 # A document matched in its body only passes when a phrase of the query stands in it word for
 # word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
 MIN_PHRASE_TERMS = 2
@@ -247,6 +254,9 @@ class GateSettings:
     learned_head_credit: float = LEARNED_HEAD_CREDIT
     suppress_overlap: float = SUPPRESS_OVERLAP
     enrichment_coverage_credit: float = ENRICHMENT_COVERAGE_CREDIT
+    certain_second_ratio: float = CERTAIN_SECOND_RATIO
+    certain_min_coverage: float = CERTAIN_MIN_COVERAGE
+    certain_min_head_terms: float = CERTAIN_MIN_HEAD_TERMS
 
     @property
     def weights(self) -> FeatureWeights:
@@ -289,6 +299,16 @@ class GateSettings:
         ``evidence`` holds the first two ranked documents' (FastHeuristic.rank gives both)."""
         first, second = self.judge(*self._figures(ranked, evidence))
         return tuple(ranked[:2]) if second else (ranked[0],) if first else ()
+
+    def certain(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> bool:
+        """Whether the answer is already certain: the gate passes the best document alone, nothing ranked
+        next comes close to it, and it matches much of the query, in its head. A model would choose it too."""
+        best, next_, ratio, count = self._figures(ranked, evidence)
+        first, second = self.judge(best, next_, ratio, count)
+        return bool(
+            first and not second and ratio < self.certain_second_ratio
+            and best.coverage >= self.certain_min_coverage and best.head_terms >= self.certain_min_head_terms
+        )
 
     def judge(
         self, best: GateFeatures[Figure], next_: GateFeatures[Figure], ratio: Figure, ranked: Figure

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from recall_kit._protocols import FastStage, Selector
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
+# Skip the model stage when the fast answer is certain (GateSettings.certain: one unique, strong
+# match). `recall-kit bench replay --skip-certain` measures what it saves and what it costs.
+SKIP_MODEL_WHEN_CERTAIN = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +41,7 @@ class Stages:
     telemetry: Telemetry = field(default_factory=Telemetry)
     initial_wait_ms: float = INITIAL_WAIT_MS  # the initial point's ceiling
     body_budget: int = BODY_BUDGET  # characters of memory bodies in one rendered block
+    skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN  # settle a certain fast answer without the model
 
     def candidates(self) -> Sequence[MemoryDoc]:
         """Every document of the source's current snapshot: the model stage's candidates."""

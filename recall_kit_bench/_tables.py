@@ -213,7 +213,8 @@ def replay_table(report: ReplayReport) -> str:
         f"oracle accuracy {settings.oracle_accuracy:g} ({report.wrong_answers} wrong answers, seed {settings.seed}); "
         f"enrichment {report.sidecar or 'none'}"
         + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else "")
-        + (f"; {settings.passes} training passes" if settings.passes > 1 else ""),
+        + (f"; {settings.passes} training passes" if settings.passes > 1 else "")
+        + ("; the model skipped when the fast answer is certain" if settings.skip_certain else ""),
         "",
         f"{'kind':<14}{'n':>5}" + "".join(f"  {title:>22}" for title, _ in _REPLAY_KEYS),
         f"{'':<14}{'':>5}" + "".join(f"  {'base / learned  delta':>22}" for _ in _REPLAY_KEYS),
@@ -255,6 +256,9 @@ def replay_table(report: ReplayReport) -> str:
         + f"; {sum(f.training.learn_dropped for f in report.folds)} dropped (the learner fell behind)"
         + (f"; {sum(f.training.after_turn for f in report.folds)} refinements went on after their turn"
            if settings.turn_ends_early else ""),
+        *([f"model skipped (the fast answer certain) on {sum(f.training.skipped for f in report.folds)} of {turns} "
+           f"training turns; {sum(f.training.skipped_differs for f in report.folds)} of those delivered other than "
+           "the oracle would have"] if settings.skip_certain else []),
         f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
         + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
     ]

@@ -241,6 +241,8 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
 @click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
 @click.option("--turn-ends-early", is_flag=True,
               help="End each training turn right after its initial point, before the oracle answers.")
+@click.option("--skip-certain", is_flag=True,
+              help="Skip the model on a prompt whose fast answer is certain (one unique, strong match).")
 @click.option("--passes", "passes_text", type=str, default="1",
               help="Train on the other folds' prompts this many times (default 1).")
 @click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")
@@ -254,6 +256,7 @@ def replay(
     oracle_accuracy: str,
     repeat: bool,
     turn_ends_early: bool,
+    skip_certain: bool,
     passes_text: str,
     seed: str,
     folds_text: str,
@@ -277,6 +280,7 @@ def replay(
         repeat=repeat,
         turn_ends_early=turn_ends_early,
         passes=_integer(passes_text, "--passes"),
+        skip_certain=skip_certain,
     )
     try:
         settings.measured()

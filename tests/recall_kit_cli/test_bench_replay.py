@@ -64,3 +64,9 @@ def test_bench_replay_passes_trains_on_each_prompt_that_many_times(run_cli: RunC
     assert [f["trained"] for f in two["folds"]] == [2 * f["trained"] for f in one["folds"]]
     text = run_cli("bench", "replay", str(dataset), "--passes", "2", "--measure-folds", "1")
     assert text.returncode == 0 and "2 training passes" in text.stdout
+
+
+def test_bench_replay_skip_certain_reports_the_turns_the_model_was_skipped_on(run_cli: RunCli, dataset: Path) -> None:
+    report = json_out(run_cli("bench", "replay", str(dataset), "--skip-certain", "--measure-folds", "1", "--json"))
+    assert report["settings"]["skip_certain"] is True
+    assert all(0 <= f["model_skipped_differs"] <= f["model_skipped"] <= f["trained"] for f in report["folds"])
