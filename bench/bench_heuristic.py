@@ -105,11 +105,13 @@ TARGETS = {
 # No regression on unenriched stores: within 0.01 strict and 0.02 silence of the gate before the
 # enrichment-aware gate (`recall-kit bench delivery bench/datasets/agent-memories --fast-only`,
 # unenriched: strict 0.782 silence 0.810; this search's figures over all kinds are the same
-# quantities; locomo-dev 0.726, multilingual 1.000). Enriched strict within 0.02 of the gate before
+# quantities; locomo-dev 0.726, multilingual 1.000; precision 0.785 since the enrichment-aware gate, within 0.01).
+# Enriched strict within 0.02 of the gate before
 # the enrichment-only rule (agent-memories 0.821, locomo-dev 0.800, in both forms).
 FLOORS = {
     "agent-memories.strict": 0.782 - 0.01,
     "agent-memories.silence": 0.810 - 0.02,
+    "agent-memories.precision": 0.785 - 0.01,
     "locomo-dev.strict": 0.726 - 0.01,
     "multilingual.strict": 1.0 - 0.01,
     "agent-memories+enriched.strict": 0.821 - 0.02,
