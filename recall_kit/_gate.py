@@ -69,10 +69,13 @@ SUPPRESS_OVERLAP = 0.8
 # The model stage may be skipped (recall_kit.SKIP_MODEL_WHEN_CERTAIN) when the fast stage's answer is
 # already certain: the gate passes the best document alone, the next scores below
 # CERTAIN_SECOND_RATIO of it, and it matches CERTAIN_MIN_COVERAGE of the query with
-# CERTAIN_MIN_HEAD_TERMS words in its head. Measured with `recall-kit bench replay` (see SKIP_MODEL_WHEN_CERTAIN).
-CERTAIN_SECOND_RATIO = 0.5
-CERTAIN_MIN_COVERAGE = 0.6
-CERTAIN_MIN_HEAD_TERMS = 2.0
+# CERTAIN_MIN_HEAD_TERMS words in its head. Chosen on agent-memories (plain and enriched),
+# multilingual and hard-cases (2026-12-02): the most prompts certain with none whose fast answer
+# differs from its right one (agent-memories 0.09 / 0.14, multilingual 0.46); reported on locomo-dev
+# (0.03, 6 of them differ) and coding-memories (0.03 / 0.09, 1 / 2 differ) in docs/benchmarks.md.
+CERTAIN_SECOND_RATIO = 0.4
+CERTAIN_MIN_COVERAGE = 0.7
+CERTAIN_MIN_HEAD_TERMS = 3.0
 # A document matched in its body only passes when a phrase of the query stands in it word for
 # word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
 MIN_PHRASE_TERMS = 2

@@ -157,5 +157,5 @@ def test_an_answer_is_certain_only_for_one_unique_strong_match(scored) -> None:
     assert gate.select(scored(3.0), [weak]) and not gate.certain(scored(3.0), [weak])  # delivered, not strong
     assert not gate.certain(scored(3.0), [Evidence((_matched(head=False), _matched(head=False), _matched(head=False)))])
     assert not gate.certain((), [])
-    loose = GateSettings(certain_min_coverage=0.3, certain_second_ratio=1.0)
+    loose = GateSettings(certain_min_coverage=0.3, certain_second_ratio=1.0, certain_min_head_terms=2)
     assert loose.certain(scored(3.0), [weak]) and loose.certain(scored(3.0, 2.9), [strong, held])
