@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
 # Skip the model stage when the fast answer is certain (GateSettings.certain: one unique, strong
-# match). `recall-kit bench replay --skip-certain` measures what it saves and what it costs.
+# match). Off: `recall-kit bench replay --repeat --passes 2 --skip-certain` (2026-12-02) skipped
+# 0.13-0.46 of the training turns with nothing lost on agent-memories, multilingual and hard-cases,
+# but on coding-memories and locomo-dev 17 and 23 skipped turns delivered other than the oracle, and
+# locomo-dev's repeat silence fell 0.230 -> 0.229 (docs/benchmarks.md).
 SKIP_MODEL_WHEN_CERTAIN = False
 
 
