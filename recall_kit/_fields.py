@@ -14,6 +14,7 @@ from memory_store import MemoryDoc
 from recall_kit._corpus import Corpus, analyse_corpus
 from recall_kit._index import B, FieldIndex
 from recall_kit._tokenize import analyze_terms
+from recall_kit.limits import ENTRIES_PER_TERM, ENTRY_TERMS
 
 # Field order in the index (the body last); the head fields say what a memory is "about".
 # Keywords and usage scenarios are the words a user might type instead of the memory's own, written
@@ -77,14 +78,21 @@ def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
     )
 
 
-def doc_entries(doc: MemoryDoc) -> tuple[frozenset[str], ...]:
-    """The terms of each keyword and usage scenario the document lists (frontmatter, then sidecar), one set an entry."""
+def doc_entries(doc: MemoryDoc) -> dict[str, tuple[frozenset[str], ...]]:
+    """Per term of the document's keywords and usage scenarios (frontmatter, then sidecar), the entries
+    holding it, each as its set of terms (bounded: ``limits.ENTRIES_PER_TERM``, ``limits.ENTRY_TERMS``)."""
     enrichment = doc.enrichment
     listed = (*doc.keywords, *doc.usage_scenarios)
     if enrichment is not None:
         listed += (*enrichment.keywords, *enrichment.usage_scenarios)
-    entries = (frozenset(analyze_terms(text)[0]) for text in listed)
-    return tuple(entry for entry in entries if entry)
+    holding: dict[str, list[frozenset[str]]] = {}
+    for text in listed:
+        entry = frozenset(analyze_terms(text)[0][:ENTRY_TERMS])
+        for term in entry:
+            entries = holding.setdefault(term, [])
+            if len(entries) < ENTRIES_PER_TERM:
+                entries.append(entry)
+    return {term: tuple(entries) for term, entries in holding.items()}
 
 
 def doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:

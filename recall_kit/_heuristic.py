@@ -68,7 +68,7 @@ class FastHeuristic:
         self._index = FieldIndex(self._field_weights, b=FIELD_B)
         self._docs: Mapping[str, MemoryDoc] = {}
         self._pairs: dict[str, array[int]] = {}  # ref -> its body's adjacent pairs (filled lazily from a cache)
-        self._entries: dict[str, tuple[frozenset[str], ...]] = {}  # ref -> its keywords' and scenarios' terms, lazily
+        self._entries: dict[str, dict[str, tuple[frozenset[str], ...]]] = {}  # ref -> doc_entries, lazily
         self._version = -1
         self._unsubscribe: Callable[[], object] | None = None
         if isinstance(source, Snapshot):
@@ -122,7 +122,7 @@ class FastHeuristic:
             pairs = self._pairs[ref] = body_pairs(analyze_terms(self._docs[ref].body)[0])
         return pairs
 
-    def _entries_of(self, ref: str) -> tuple[frozenset[str], ...]:
+    def _entries_of(self, ref: str) -> dict[str, tuple[frozenset[str], ...]]:
         # Analysed on first use (a ranked document's keywords and usage scenarios), kept until it changes.
         entries = self._entries.get(ref)
         if entries is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import process
@@ -145,10 +145,10 @@ def doc_evidence(
     ref: str,
     adjacent: Sequence[tuple[int, int]] = (),
     body_pairs: array[int] | None = None,
-    entries: Sequence[frozenset[str]] = (),
+    entries: Mapping[str, Sequence[frozenset[str]]] | None = None,
 ) -> Evidence:
     """What the gate reads of document ``ref``: per query slot, how and where the document matches it.
-    ``entries``: the terms of each of its keywords and usage scenarios (``doc_entries``)."""
+    ``entries``: per term, its keywords and usage scenarios holding it (``doc_entries``)."""
     in_phrase: set[int] = set()
     if body_pairs:
         for first, second in adjacent:
@@ -174,7 +174,7 @@ def doc_evidence(
                 in_enrichment = in_enrichment or any(posting[field] for field in ENRICHMENT_FIELDS)
         only = frozenset(terms) if in_enrichment and not in_own else None
         found.append((credit, in_written or in_learned, in_core, in_learned and not in_written, only))
-    in_entry = _in_entries(slots, [only for *_, only in found], entries)
+    in_entry = _in_entries(slots, [only for *_, only in found], entries or {})
     words = _cjk_words(slots, [bool(found[i][0]) and not slot.generic for i, slot in enumerate(slots)])
     return Evidence(tuple(
         SlotMatch(
@@ -186,18 +186,20 @@ def doc_evidence(
 
 
 def _in_entries(
-    slots: Sequence[QuerySlot], enrichment_only: Sequence[frozenset[str] | None], entries: Sequence[frozenset[str]]
+    slots: Sequence[QuerySlot],
+    enrichment_only: Sequence[frozenset[str] | None],
+    entries: Mapping[str, Sequence[frozenset[str]]],
 ) -> set[int]:
     """The slots matched only in enrichment words whose term stands in a keyword or usage scenario that the
     query matches whole ("alembic"), or in two of its words ("rewrite history" for "rewrite published
-    history"): one word of a longer entry ("generation" of "changelog generation") is weaker evidence."""
+    history"): one word of a longer entry ("generation" of "changelog generation") is weaker evidence.
+    ``entries``: per term, the entries holding it (``doc_entries``)."""
     if not entries or not any(enrichment_only):
         return set()
     query = {match.term for slot in slots for match in slot.matches}
-    held = [entry for entry in entries if entry <= query or len(entry & query) >= 2]
     return {
         number for number, terms in enumerate(enrichment_only)
-        if terms and any(not terms.isdisjoint(entry) for entry in held)
+        if terms and any(len(entry) == 1 or len(entry & query) >= 2 for term in terms for entry in entries.get(term, ()))
     }
 
 

@@ -10,7 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from memory_store import Enrichment, MemoryDoc, MemoryStore, Snapshot, format_memory, sidecar_path
+from memory_store import (
+    Enrichment,
+    MemoryDoc,
+    MemoryRoot,
+    MemoryStore,
+    MemoryStoreError,
+    Snapshot,
+    format_memory,
+    sidecar_path,
+)
 from recall_kit_bench._errors import DatasetError
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
@@ -130,9 +139,14 @@ def frontmatter_copy(memories: Path, snapshot: Snapshot, into: Path) -> Path:
     ``snapshot`` holds enrichment for rewritten with those words in its frontmatter (``memory_text``);
     every other file as it was. Returns ``into``."""
     shutil.copytree(memories, into, symlinks=True, ignore=shutil.ignore_patterns(".recall-kit"))
+    root = MemoryRoot(into)  # writes inside the copy, never through a symlink (one may point at the dataset)
     for doc in snapshot.docs.values():
         if doc.enrichment is not None:
-            (into / doc.path).write_text(memory_text(doc, doc.enrichment), encoding="utf-8")
+            try:
+                root.remove(doc.path)  # the copied file, or the copied link (never its target)
+                root.write(doc.path, memory_text(doc, doc.enrichment), overwrite=False)
+            except MemoryStoreError as exc:
+                raise DatasetError(f"cannot place the enrichment of {doc.path} in its frontmatter: {exc}") from None
     return into
 
 

@@ -202,3 +202,18 @@ def test_memory_text_round_trips_through_the_store_with_the_added_words(tmp_path
     parsed = parse_memory(memory_text(doc, doc.enrichment), scope="m", path="db/cache.md")
     assert parsed.keywords == ("redis", "key-value store") and parsed.extra == {"owner": "priya"}
     assert memory_text(doc) == memory_text(doc, None) and "key-value" not in memory_text(doc)
+
+
+def test_the_frontmatter_copy_never_writes_through_a_symlink_into_the_dataset(tmp_path: Path) -> None:
+    dataset = _enriched_mini(tmp_path / "mini")
+    memories = dataset / "memories"
+    cache = memories / "db" / "cache.md"
+    (memories / "alias.md").symlink_to(cache)  # absolute, inside the root: the copy keeps it pointing here
+    entries = [EnrichmentEntry(path, hashlib.sha256(cache.read_bytes()).hexdigest(), ("key-value store",), (), "t")
+               for path in ("db/cache.md", "alias.md")]
+    write_enrichment(sidecar_path(memories), entries)
+    before = cache.read_bytes()
+    front = load_dataset(dataset, placement="frontmatter")
+    assert cache.read_bytes() == before and (memories / "alias.md").is_symlink()
+    enriched = [doc for doc in front.snapshot.docs.values() if "key-value store" in doc.keywords]
+    assert enriched  # the words reached the copy
