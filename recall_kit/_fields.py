@@ -20,7 +20,7 @@ from recall_kit.limits import ENTRIES_PER_TERM, ENTRY_TERMS
 # Keywords and usage scenarios are the words a user might type instead of the memory's own, written
 # at write time by the agent (into the frontmatter) or by `recall-kit enrich` (into the sidecar); the
 # gate weighs a match in them alone below one in the memory's name or description, wherever they
-# are kept (`bench delivery --enrichment-placement frontmatter` measures the frontmatter form).
+# are kept (`bench delivery --frontmatter` measures the frontmatter form).
 # Learned words (the user's own words for a memory, kept from the model's choices) are a field of
 # their own, last, so that a store that learned nothing indexes exactly as before.
 FIELDS = (

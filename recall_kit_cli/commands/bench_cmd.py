@@ -69,11 +69,8 @@ def _enrichment_options(verb: str) -> Callable[[_Command], _Command]:
 @click.option("--limit", type=int, help="Only the first N queries.")
 @_enrichment_options("Measure")
 @click.option(
-    "--enrichment-placement",
-    "placement",
-    type=click.Choice(["sidecar", "frontmatter"]),
-    default="sidecar",
-    help="Read the sidecar's words from the sidecar (default) or from each memory's frontmatter, as an agent writes them.",
+    "--frontmatter", "placement", flag_value="frontmatter", default="sidecar",
+    help="The sidecar's words in each memory's frontmatter.",
 )
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
@@ -113,7 +110,7 @@ def delivery(
         _check_plot(plot)  # before the long runs: a plot that cannot be drawn fails at once
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
     if placement == "frontmatter" and (found is None or latency_profile is not None):
-        raise InputError("--enrichment-placement frontmatter needs a sidecar to place, and no --model-latency-ms")
+        raise InputError("--frontmatter needs a sidecar to place, and no --model-latency-ms")
     dataset = _load(dataset_dir, limit, found if found is not None else False)
     enriched = enriched_docs(dataset)
     if placement == "frontmatter":

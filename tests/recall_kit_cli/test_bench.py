@@ -111,17 +111,17 @@ def test_bench_delivery_reads_the_sidecars_words_from_frontmatter_when_asked(run
     ])
     before = tea.read_bytes()
     side = json_out(run_cli("bench", "delivery", str(dataset), "--fast-only", "--json"))
-    front = json_out(run_cli("bench", "delivery", str(dataset), "--enrichment-placement", "frontmatter", "--json"))
+    front = json_out(run_cli("bench", "delivery", str(dataset), "--frontmatter", "--json"))
     assert tea.read_bytes() == before  # a copy carries the words, never the dataset itself
     assert side["enrichment"]["placement"] == "sidecar" and front["enrichment"]["placement"] == "frontmatter"
     assert front["enrichment"]["enriched_docs"] == side["enrichment"]["enriched_docs"] == 1
     assert front["by_kind"]["semantic"]["strict_delivery"] == side["by_kind"]["semantic"]["strict_delivery"] == 1.0
     assert front["unenriched"]["by_kind"]["semantic"]["strict_delivery"] == 0.0  # the words did it, in both places
-    text = run_cli("bench", "delivery", str(dataset), "--enrichment-placement", "frontmatter")
+    text = run_cli("bench", "delivery", str(dataset), "--frontmatter")
     assert text.returncode == 0 and "its words in each memory's frontmatter" in text.stdout
     for refused in (("--no-enrichment",), ("--model-latency-ms", "40")):
         assert_one_line_error(
-            run_cli("bench", "delivery", str(dataset), "--enrichment-placement", "frontmatter", *refused), "frontmatter"
+            run_cli("bench", "delivery", str(dataset), "--frontmatter", *refused), "frontmatter"
         )
 
 
