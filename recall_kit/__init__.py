@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from recall_kit._session import INITIAL_WAIT_MS as INITIAL_WAIT_MS
     from recall_kit._session import Delivery as Delivery
     from recall_kit._session import RecallSession as RecallSession
+    from recall_kit._stages import SKIP_MODEL_WHEN_CERTAIN as SKIP_MODEL_WHEN_CERTAIN
     from recall_kit._stages import Stages as Stages
     from recall_kit._sync_session import SyncRecallSession as SyncRecallSession
     from recall_kit._telemetry import CallbackSink as CallbackSink
@@ -104,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "Recaller": "recall_kit._recaller",
     "RecallSession": "recall_kit._session",
     "Stages": "recall_kit._stages",
+    "SKIP_MODEL_WHEN_CERTAIN": "recall_kit._stages",
     "SyncRecallSession": "recall_kit._sync_session",
     "Delivery": "recall_kit._session",
     "AbortSignal": "recall_kit._handle",

@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING
 from memory_store import MemoryDoc
 from recall_kit._bm25 import B
 from recall_kit._tokenize import analyze_terms
+from recall_kit.limits import ENTRIES_PER_TERM, ENTRY_TERMS
 
 if TYPE_CHECKING:  # building an index loads numpy; reading a cached one (FrozenIndex) does not
     from recall_kit._corpus import Corpus
     from recall_kit._index import FieldIndex
 
 # Field order in the index (the body last); the head fields say what a memory is "about".
-# The frontmatter's keywords and usage_scenarios (the author's) are kept apart from the enrichment
-# sidecar's (a model's), so the gate can weigh a match in enrichment alone below one the author wrote.
+# Keywords and usage scenarios are the words a user might type instead of the memory's own, written
+# at write time by the agent (into the frontmatter) or by `recall-kit enrich` (into the sidecar); the
+# gate weighs a match in them alone below one in the memory's name or description, wherever they
+# are kept (`bench delivery --frontmatter` measures the frontmatter form).
 # Learned words (the user's own words for a memory, kept from the model's choices) are a field of
 # their own, last, so that a store that learned nothing indexes exactly as before.
 FIELDS = (
@@ -27,8 +30,8 @@ FIELDS = (
     "learned",
 )
 HEAD_FIELDS = frozenset({0, 1, 2, 3, 4, 5, 7})
-CORE_FIELDS = frozenset({0, 1, 2, 3})  # written by the memory's author
-ENRICHED_FIELDS = frozenset({4, 5})  # written by a model at write time
+CORE_FIELDS = frozenset({0, 1})  # what the memory says it is: its name and description
+ENRICHMENT_FIELDS = frozenset({2, 3, 4, 5})  # keywords and usage scenarios, from the frontmatter or the sidecar
 BODY_FIELD = 6
 LEARNED_FIELD = 7
 # Ungated top-1 on agent-memories / locomo-dev: 0.898 / 0.623 with these, 0.873 / 0.639 with
@@ -78,6 +81,23 @@ def doc_texts(doc: MemoryDoc) -> tuple[str, ...]:
         doc.name, doc.description, "\n".join(doc.keywords), "\n".join(doc.usage_scenarios),
         "\n".join(enriched[0]), "\n".join(enriched[1]), doc.body, "\n".join(learned),
     )
+
+
+def doc_entries(doc: MemoryDoc) -> dict[str, tuple[frozenset[str], ...]]:
+    """Per term of the document's keywords and usage scenarios (frontmatter, then sidecar), the entries
+    holding it, each as its set of terms (bounded: ``limits.ENTRIES_PER_TERM``, ``limits.ENTRY_TERMS``)."""
+    enrichment = doc.enrichment
+    listed = (*doc.keywords, *doc.usage_scenarios)
+    if enrichment is not None:
+        listed += (*enrichment.keywords, *enrichment.usage_scenarios)
+    holding: dict[str, list[frozenset[str]]] = {}
+    for text in listed:
+        entry = frozenset(analyze_terms(text)[0][:ENTRY_TERMS])
+        for term in entry:
+            entries = holding.setdefault(term, [])
+            if len(entries) < ENTRIES_PER_TERM:
+                entries.append(entry)
+    return {term: tuple(entries) for term, entries in holding.items()}
 
 
 def doc_fields(doc: MemoryDoc) -> tuple[tuple[list[str], ...], list[str]]:

@@ -1,34 +1,51 @@
 """The confidence gate: which of the ranked documents the fast stage delivers, and why it holds the rest.
 
-One generator of the reasons a document is held serves both the decision (no reason: it passes)
-and its explanation, so the two cannot disagree.
+The rules are written once (``GateSettings._rules``), with comparisons and ``&`` / ``|`` only, so the
+same code judges one query's documents (figures as floats: ``select`` and ``explain``, whose reasons
+are the rules that hold) and every query of a benchmark at once (figures as numpy columns: ``judge``,
+which the gate search in bench/bench_heuristic.py calls for each grid point). The two cannot disagree.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import reduce
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from memory_store import MemoryDoc
 from recall_kit.limits import MAX_FAST_DOCS  # the gate judges the best document and the one after it
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+# A figure the gate compares: a float for one query's document, or a numpy column of them, one a
+# query, when the gate search judges a whole benchmark at once.
+Figure = TypeVar("Figure", float, "NDArray[np.float64]")
+
 
 # Confidence gate. Every feature is a ratio or a count, so it holds on 20 or 50,000 documents.
 # Searched by bench/bench_heuristic.py (grid, 5-fold cross-validated, on agent-memories and
-# multilingual with and without their enrichment sidecars, locomo-dev both ways (strict only)
-# and hard-cases, unenriched strict and silence held as constraints). Chosen on all folds
-# (2026-12-01): a head word matched only in enrichment counts half (ENRICHMENT_HEAD_CREDIT) and the
-# second document needs 0.7 of the first's score; agent-memories enriched strict 0.821 silence
-# 0.741 precision 0.727 (was 0.821 / 0.724 / 0.637), unenriched 0.777 / 0.810 / 0.785 (was
-# 0.782 / 0.810 / 0.711); multilingual 1.00 / 1.00 both ways. The tie rule
+# multilingual plain, with their enrichment sidecars and with the same words in frontmatter,
+# locomo-dev the three ways (strict only) and hard-cases; every plain figure kept within 0.005 of the
+# gate before, enriched strict within 0.02). Chosen on all folds (2026-12-02): a word matched only
+# in keywords or usage scenarios counts nothing in coverage unless a keyword or scenario holding it
+# is matched whole or in two words (ENRICHMENT_COVERAGE_CREDIT 0; 4 of 5 folds chose it, one 0.25);
+# held out (pooled over the folds) agent-memories enriched strict 0.821 silence 0.810 precision
+# 0.762 in both forms (was 0.821 / 0.741 / 0.727 sidecar, 0.724 silence frontmatter), plain
+# 0.777 / 0.810 / 0.785 (the same); locomo-dev enriched strict 0.796 (was 0.800). The rest is as
+# chosen on 2026-12-01: a head word matched only in keywords or scenarios counts half
+# (ENRICHMENT_HEAD_CREDIT), the second document needs 0.7 of the first's score, and the tie rule
 # (TIE_RATIO) buys enriched silence only with unenriched strict, so it is off.
 MIN_COVERAGE = 0.2  # share of the query's idf mass the best document matches
 UNKNOWN_WEIGHT = 2.0  # query words no memory holds (sourdough, vite) count double against it
 GENERIC_WEIGHT = 1.0  # everyday words (GENERIC_WORDS) count fully in coverage ...
 MIN_SPECIFIC_TERMS = 2  # ... but the document must match two non-generic query words
 MIN_HEAD_TERMS = 1  # ... one of them in its name, description, keywords or usage scenarios
-ENRICHMENT_HEAD_CREDIT = 0.5  # a head word matched only in enrichment, against one the author wrote
+ENRICHMENT_HEAD_CREDIT = 0.5  # a head word matched only in keywords or usage scenarios, against name or description
+ENRICHMENT_COVERAGE_CREDIT = 0.0  # coverage of a word matched only in keywords or usage scenarios, in no entry the query matches whole or in two words
 TIE_RATIO = 1.01  # when the second scores at least this share of the first (never: off) ...
 TIE_MIN_HEAD_TERMS = 0.0  # ... the first needs this many head words
 CJK_UNKNOWN_WEIGHT = 0.0  # unknown CJK bigrams are mostly pairs across a word boundary
@@ -38,7 +55,7 @@ SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
 # A document the model left out for a prompt is held for the same prompt or a near repeat: when the
 # prompt's words overlap one of its suppressors by SUPPRESS_OVERLAP (Jaccard). A suppressor removes its
 # own document from the candidates and nothing else: the documents behind it face the gate as they
-# would without it, so no root's learned file can silence another root's memories (issue 25). Chosen on folds 0-1 of `recall-kit bench
+# would without it, so no root's learned file can silence another root's memories. Chosen on folds 0-1 of `recall-kit bench
 # replay` (agent-memories and locomo-dev, unenriched; 2026-12-01): on locomo-dev, whose prompts share
 # speakers' names, an overlap of 0.6 cost held-out strict 0.690 -> 0.560 (0.7: 0.619, 0.8: 0.694,
 # 0.9: 0.706) and 0.8 still holds a prompt with one word added; on agent-memories every setting gives
@@ -49,6 +66,16 @@ SECOND_MIN_COVERAGE = 0.2  # ... and passes the same test
 # locomo-dev folds 0-1 strict 0.690 -> 0.647 and silence 0.177 -> 0.114 (2026-12-01); not taken.
 LEARNED_HEAD_CREDIT = 1.0
 SUPPRESS_OVERLAP = 0.8
+# The model stage may be skipped (recall_kit.SKIP_MODEL_WHEN_CERTAIN) when the fast stage's answer is
+# already certain: the gate passes the best document alone, the next scores below
+# CERTAIN_SECOND_RATIO of it, and it matches CERTAIN_MIN_COVERAGE of the query with
+# CERTAIN_MIN_HEAD_TERMS words in its head. Chosen on agent-memories (plain and enriched),
+# multilingual and hard-cases (2026-12-02): the most prompts certain with none whose fast answer
+# differs from its right one (agent-memories 0.09 / 0.14, multilingual 0.46); reported on locomo-dev
+# (0.03, 6 of them differ) and coding-memories (0.03 / 0.09, 1 / 2 differ) in docs/benchmarks.md.
+CERTAIN_SECOND_RATIO = 0.4
+CERTAIN_MIN_COVERAGE = 0.7
+CERTAIN_MIN_HEAD_TERMS = 3.0
 # A document matched in its body only passes when a phrase of the query stands in it word for
 # word (e.g. "feature flag" in "run migrations behind a feature flag") and covers enough of the query.
 MIN_PHRASE_TERMS = 2
@@ -72,11 +99,13 @@ class SlotMatch:
     known: bool  # some document holds it
     generic: bool  # an everyday word (GENERIC_WORDS)
     cjk: bool  # a CJK character bigram (unknown ones are mostly word-boundary pairs)
-    in_head: bool  # matched in name, description, keywords or usage scenarios
+    in_head: bool  # matched in name, description, keywords, usage scenarios (either place) or learned words
     in_phrase: bool = False  # matched in the body next to the query word it stands next to
-    in_core: bool = False  # matched in a field the memory's author wrote (not the enrichment sidecar)
+    in_core: bool = False  # matched in the memory's name or description
     words: float = 1.0  # how many query words it stands for (less for overlapping CJK bigrams)
     learned_only: bool = False  # matched in the head only through the memory's learned words
+    enrichment_only: bool = False  # matched only in keywords or usage scenarios (frontmatter or sidecar)
+    in_entry: bool = False  # ... in a keyword or usage scenario the query matches whole or in two words
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,15 +114,19 @@ class Evidence:
 
     slots: tuple[SlotMatch, ...]
 
-    def coverage(self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float) -> float:
-        """Share of the query's idf mass this document matches."""
+    def coverage(
+        self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float, enrichment_credit: float = 1.0
+    ) -> float:
+        """Share of the query's idf mass this document matches; a word matched only in enrichment words,
+        and in no keyword or usage scenario the query matches whole or in two words, counts ``enrichment_credit``."""
         total = matched = 0.0
         for slot in self.slots:
             mass = slot.mass * (generic_weight if slot.generic else 1.0)
             if not slot.known:
                 mass *= cjk_unknown_weight if slot.cjk else unknown_weight
             total += mass
-            matched += slot.credit * mass
+            lone = slot.enrichment_only and not slot.in_entry
+            matched += slot.credit * mass * (enrichment_credit if lone else 1.0)
         return matched / total if total else 0.0
 
     def specific_terms(self) -> float:
@@ -101,8 +134,8 @@ class Evidence:
         return sum(slot.words for slot in self.slots if slot.credit and not slot.generic)
 
     def head_terms(self, enrichment_credit: float = 1.0, learned_credit: float = 1.0) -> float:
-        """Non-generic query words matched in a head field; one matched only in enrichment (or only in
-        learned words) counts ``enrichment_credit`` (``learned_credit``)."""
+        """Non-generic query words matched in a head field; one matched only in enrichment words (keywords,
+        usage scenarios) or only in learned words counts ``enrichment_credit`` (``learned_credit``)."""
         return sum(
             slot.words * (1.0 if slot.in_core else learned_credit if slot.learned_only else enrichment_credit)
             for slot in self.slots
@@ -110,7 +143,7 @@ class Evidence:
         )
 
     def core_terms(self) -> int:
-        """Non-generic query words matched in a field the memory's author wrote."""
+        """Non-generic query words matched in the memory's name or description."""
         return sum(1 for slot in self.slots if slot.credit and slot.in_core and not slot.generic)
 
     def phrase_terms(self) -> int:
@@ -127,19 +160,24 @@ class FeatureWeights:
     cjk_unknown_weight: float = CJK_UNKNOWN_WEIGHT
     enrichment_head_credit: float = ENRICHMENT_HEAD_CREDIT
     learned_head_credit: float = LEARNED_HEAD_CREDIT
+    enrichment_coverage_credit: float = ENRICHMENT_COVERAGE_CREDIT
 
 
 @dataclass(frozen=True, slots=True)
-class GateFeatures:
-    """The figures the gate's rules compare for one ranked document, against GateSettings' thresholds."""
+class GateFeatures(Generic[Figure]):
+    """The figures the gate's rules compare for one ranked document (floats), or for one ranked place
+    over many queries (numpy columns, one a query), against GateSettings' thresholds."""
 
-    specific_terms: float  # non-generic query words matched
-    coverage: float  # share of the query's weighed idf mass matched
-    head_terms: float  # of those, matched in a head field (enrichment and learned words weighed by their credit)
-    phrase_terms: int  # matched as part of a body phrase
+    specific_terms: Figure  # non-generic query words matched
+    coverage: Figure  # share of the query's weighed idf mass matched
+    head_terms: Figure  # of those, matched in a head field (enrichment and learned words weighed by their credit)
+    phrase_terms: Figure  # matched as part of a body phrase
 
 
-def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures:
+NO_DOCUMENT: GateFeatures[float] = GateFeatures(0.0, 0.0, 0.0, 0.0)  # the figures of a place nothing was ranked in
+
+
+def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures[float]:
     """The figures the gate's rules compare for the document ``evidence`` describes, weighed by ``weights``.
 
     The one place they are worked out: ``GateSettings.select`` and ``explain`` read a document through
@@ -147,9 +185,11 @@ def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures:
     """
     return GateFeatures(
         evidence.specific_terms(),
-        evidence.coverage(weights.unknown_weight, weights.generic_weight, weights.cjk_unknown_weight),
+        evidence.coverage(
+            weights.unknown_weight, weights.generic_weight, weights.cjk_unknown_weight, weights.enrichment_coverage_credit
+        ),
         evidence.head_terms(weights.enrichment_head_credit, weights.learned_head_credit),
-        evidence.phrase_terms(),
+        float(evidence.phrase_terms()),
     )
 
 
@@ -220,6 +260,10 @@ class GateSettings:
     phrase_min_coverage: float = PHRASE_MIN_COVERAGE
     learned_head_credit: float = LEARNED_HEAD_CREDIT
     suppress_overlap: float = SUPPRESS_OVERLAP
+    enrichment_coverage_credit: float = ENRICHMENT_COVERAGE_CREDIT
+    certain_second_ratio: float = CERTAIN_SECOND_RATIO
+    certain_min_coverage: float = CERTAIN_MIN_COVERAGE
+    certain_min_head_terms: float = CERTAIN_MIN_HEAD_TERMS
 
     @property
     def weights(self) -> FeatureWeights:
@@ -230,6 +274,7 @@ class GateSettings:
             self.cjk_unknown_weight,
             self.enrichment_head_credit,
             self.learned_head_credit,
+            self.enrichment_coverage_credit,
         )
 
     def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
@@ -259,50 +304,75 @@ class GateSettings:
         """At most two documents: the best when confident, the second when also close to it.
 
         ``evidence`` holds the first two ranked documents' (FastHeuristic.rank gives both)."""
-        if not ranked or next(self._held(ranked, evidence, 0), None) is not None:
-            return ()
-        if len(ranked) > 1 and next(self._held(ranked, evidence, 1), None) is None:
-            return ranked[0], ranked[1]
-        return (ranked[0],)
+        first, second = self.judge(*self._figures(ranked, evidence))
+        return tuple(ranked[:2]) if second else (ranked[0],) if first else ()
+
+    def certain(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> bool:
+        """Whether the answer is already certain: the gate passes the best document alone, nothing ranked
+        next comes close to it, and it matches much of the query, in its head. A model would choose it too."""
+        best, next_, ratio, count = self._figures(ranked, evidence)
+        first, second = self.judge(best, next_, ratio, count)
+        return bool(
+            first and not second and ratio < self.certain_second_ratio
+            and best.coverage >= self.certain_min_coverage and best.head_terms >= self.certain_min_head_terms
+        )
+
+    def judge(
+        self, best: GateFeatures[Figure], next_: GateFeatures[Figure], ratio: Figure, ranked: Figure
+    ) -> tuple[Any, Any]:
+        """Whether the best and the second ranked document pass: bools for one query's figures, boolean
+        numpy arrays for columns of them (``ratio``: the second's score over the best's, 0 with no second;
+        ``ranked``: how many documents were ranked)."""
+        first = reduce(operator.or_, (held for *_, held in self._rules(0, best, ratio, ranked)), ranked < 1) ^ True
+        second_held = reduce(operator.or_, (held for *_, held in self._rules(1, next_, ratio, ranked)), ranked < 2)
+        return first, first & (second_held ^ True)
 
     def explain(self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]) -> tuple[GateVerdict, ...]:
         """Per ranked document, whether ``select`` passes it and every rule that holds it if not."""
+        best, next_, ratio, count = self._figures(ranked, evidence)
         verdicts: list[GateVerdict] = []
         for number, scored in enumerate(ranked):
-            best_passed = not verdicts or verdicts[0].passed
-            reasons = tuple(HeldReason(*held) for held in self._held(ranked, evidence, number, best_passed))
+            reasons: tuple[HeldReason, ...]
+            if number >= MAX_FAST_DOCS:
+                reasons = (HeldReason("rank", number + 1, MAX_FAST_DOCS),)
+            else:
+                rules = self._rules(number, (best, next_)[number], ratio, count)
+                reasons = tuple(HeldReason(rule, has, needs) for rule, has, needs, held in rules if held)
+                if number == 1 and not verdicts[0].passed:
+                    reasons += (HeldReason("best_held"),)
             verdicts.append(GateVerdict(scored, number + 1, reasons))
         return tuple(verdicts)
 
-    def _held(
-        self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence], number: int, best_passed: bool = True
-    ) -> Iterator[tuple[GateRule, float, float]]:
-        # Why the gate holds ranked[number] (0 for the best), as HeldReason fields; nothing when it
-        # passes (select reads only the first reason).
-        if number >= MAX_FAST_DOCS:
-            yield "rank", number + 1, MAX_FAST_DOCS
-            return
-        best = ranked[0].score
-        if number == 1 and ranked[1].score < self.second_score_ratio * best:
-            yield "second_score", ranked[1].score / best if best else 0.0, self.second_score_ratio
+    def _figures(
+        self, ranked: Sequence[ScoredDoc], evidence: Sequence[Evidence]
+    ) -> tuple[GateFeatures[float], GateFeatures[float], float, float]:
+        # One query's figures as ``judge`` and ``_rules`` read them.
+        places = [gate_features(found, self.weights) for found in evidence[:MAX_FAST_DOCS]]
+        places += [NO_DOCUMENT] * (MAX_FAST_DOCS - len(places))
+        top = ranked[0].score if ranked else 0.0
+        ratio = ranked[1].score / top if len(ranked) > 1 and top else 0.0
+        return places[0], places[1], ratio, float(len(ranked))
+
+    def _rules(
+        self, number: int, figures: GateFeatures[Figure], ratio: Figure, ranked: Figure
+    ) -> Iterator[tuple[GateRule, Figure, float, Any]]:
+        # Every rule that can hold ranked document ``number`` (0 for the best, 1 for the second), in the
+        # order a verdict lists them: the rule, the figure it has, the one it needs, and whether it holds
+        # (a bool, or a boolean numpy array for columns of figures). Comparisons and & | only, so that
+        # one query and a whole benchmark go through the same lines.
+        if number == 1:
+            yield "second_score", ratio, self.second_score_ratio, ratio < self.second_score_ratio
         # The confidence test every delivered document passes: enough specific words, enough of the
         # query's mass, and a head match or else a body phrase covering more of the query.
-        figures = gate_features(evidence[number], self.weights)
-        if figures.specific_terms < self.min_terms:
-            yield "specific_terms", figures.specific_terms, self.min_terms
+        yield "specific_terms", figures.specific_terms, self.min_terms, figures.specific_terms < self.min_terms
         min_coverage = self.min_coverage if number == 0 else self.second_min_coverage
-        if figures.coverage < min_coverage:
-            yield "coverage", figures.coverage, min_coverage
-        head = figures.head_terms
-        if head < self.min_head_terms:
-            if figures.phrase_terms < self.min_phrase_terms or figures.coverage < self.phrase_min_coverage:
-                yield "head_terms", head, self.min_head_terms
-                if figures.phrase_terms < self.min_phrase_terms:
-                    yield "phrase_terms", figures.phrase_terms, self.min_phrase_terms
-                if figures.coverage < self.phrase_min_coverage:
-                    yield "phrase_coverage", figures.coverage, self.phrase_min_coverage
-        if number == 0:
-            if len(ranked) > 1 and ranked[1].score >= self.tie_ratio * best and head < self.tie_min_head_terms:
-                yield "tie", head, self.tie_min_head_terms  # it does not stand out and says little in its head
-        elif not best_passed:
-            yield "best_held", 0.0, 0.0
+        yield "coverage", figures.coverage, min_coverage, figures.coverage < min_coverage
+        few_phrase_terms = figures.phrase_terms < self.min_phrase_terms
+        low_phrase_coverage = figures.coverage < self.phrase_min_coverage
+        no_head = (figures.head_terms < self.min_head_terms) & (few_phrase_terms | low_phrase_coverage)
+        yield "head_terms", figures.head_terms, self.min_head_terms, no_head
+        yield "phrase_terms", figures.phrase_terms, self.min_phrase_terms, no_head & few_phrase_terms
+        yield "phrase_coverage", figures.coverage, self.phrase_min_coverage, no_head & low_phrase_coverage
+        if number == 0:  # it does not stand out from the next and says little in its head
+            tie = (ranked > 1) & (ratio >= self.tie_ratio) & (figures.head_terms < self.tie_min_head_terms)
+            yield "tie", figures.head_terms, self.tie_min_head_terms, tie

@@ -61,6 +61,7 @@ class RecallOutcome:
     fast_ms: float | None
     model_ms: float | None
     fallback: Fallback | None = None  # why the model stage fell back, when it did
+    model_skipped: bool = False  # a model stage was there, and the fast answer was certain enough to skip it
 
 
 @dataclass(eq=False)

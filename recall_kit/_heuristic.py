@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_fields
+from recall_kit._fields import BODY_FIELD, FIELD_B, FIELD_WEIGHTS, FIELDS, body_pairs, build_index, doc_entries, doc_fields
 from recall_kit._frozen_index import FrozenIndex
 from recall_kit._gate import Evidence, GateSettings, ScoredDoc
 from recall_kit._kinds import Strategy
@@ -37,6 +37,7 @@ class FastResult:
     strategy: Strategy  # heuristic, or none when nothing passed the gate
     elapsed_ms: float
     docs_scanned: int
+    certain: bool = False  # one unique, strong match (GateSettings.certain): the model stage may be skipped
 
 
 class SnapshotSource(Protocol):
@@ -97,6 +98,7 @@ class FastHeuristic:
         self._index = index
         self._docs: Mapping[str, MemoryDoc] = {}
         self._pairs: dict[str, array[int]] = {}  # ref -> its body's adjacent pairs (filled lazily from a cache)
+        self._entries: dict[str, dict[str, tuple[frozenset[str], ...]]] = {}  # ref -> doc_entries, lazily
         self._version = -1
         self._unsubscribe = None
 
@@ -118,7 +120,8 @@ class FastHeuristic:
                 ranked = self.gate.unsuppressed(ranked, frozenset(prompt_words(tokens)))
             evidence = [
                 doc_evidence(
-                    index, slots, scored.doc.ref, adjacent, self._body_pairs_of(scored.doc.ref) if adjacent else None
+                    index, slots, scored.doc.ref, adjacent, self._body_pairs_of(scored.doc.ref) if adjacent else None,
+                    self._entries_of(scored.doc.ref),
                 )
                 for scored in ranked[:MAX_FAST_DOCS]
             ]
@@ -138,6 +141,13 @@ class FastHeuristic:
             if isinstance(self._index, FrozenIndex):  # postings are numpy arrays: a FieldIndex has them
                 self._index = self._index.thaw()
             return self._index.postings()
+
+    def _entries_of(self, ref: str) -> dict[str, tuple[frozenset[str], ...]]:
+        # Analysed on first use (a ranked document's keywords and usage scenarios), kept until it changes.
+        entries = self._entries.get(ref)
+        if entries is None:
+            entries = self._entries[ref] = doc_entries(self._docs[ref])
+        return entries
 
     @property
     def version(self) -> int:
@@ -166,6 +176,8 @@ class FastHeuristic:
                         for ref in sorted(snapshot.removed):
                             self._index.remove(ref)
                             self._pairs.pop(ref, None)
+                        for ref in snapshot.changed | snapshot.removed:
+                            self._entries.pop(ref, None)
                         for ref, (terms, surfaces) in fields.items():
                             self._index.add(ref, terms, surfaces)
                     self._pairs.update(pairs)
@@ -176,7 +188,7 @@ class FastHeuristic:
             all_pairs: dict[str, array[int]] = {}  # body pairs are worked out on first use
             with self._lock:
                 self._index, self._docs, self._version = index, snapshot.docs, snapshot.version
-                self._pairs = all_pairs
+                self._pairs, self._entries = all_pairs, {}
 
     def recall(self, query: str, *, exclude: Collection[str] = ()) -> FastResult:
         """Rank the store for ``query`` and gate the ranking down to at most two confident docs."""
@@ -189,6 +201,7 @@ class FastHeuristic:
             strategy="heuristic" if chosen else "none",
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
             docs_scanned=scanned,
+            certain=len(chosen) == 1 and self.gate.certain(ranked, evidence),
         )
 
 

@@ -29,7 +29,7 @@ from recall_kit._config import SelectorConfig
 from recall_kit._errors import UsageError
 from recall_kit._recaller import Opened, Recaller
 from recall_kit._settings import environment_setting
-from recall_kit._stages import INITIAL_WAIT_MS
+from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import (
@@ -293,6 +293,7 @@ def open_recaller(
     initial_wait_ms: float = INITIAL_WAIT_MS,
     body_budget: int = BODY_BUDGET,
     learn: bool | None = None,
+    skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN,
     **store_options: Any,
 ) -> Recaller:
     """Open memory roots and everything recall needs over them; the Recaller closes all it opened.
@@ -304,6 +305,8 @@ def open_recaller(
     closed with the Recaller) or a client made by the caller (it stays the caller's). Background
     enrichment needs a watched store. ``learn`` feeds each validated model answer back to the roots'
     learned sidecars; a store opened with ``watch=False`` still sees what it learned itself.
+    ``skip_certain`` settles a prompt whose fast answer is certain without asking the model
+    (``RecallEvent.model_skipped`` says so).
 
     Every argument is a plain value. The environment is read in one way only, for what is not
     given: ``recall_kit.settings.environment_setting`` (``RECALL_KIT_LEARN`` when ``learn`` is None,
@@ -354,6 +357,7 @@ def open_recaller(
             telemetry=telemetry,
             heuristic=heuristic,
             initial_wait_ms=initial_wait_ms,
+            skip_certain=skip_certain,
             body_budget=body_budget,
             enrich=enricher,
             enrich_calls_per_minute=enrich_calls_per_minute,

@@ -34,15 +34,19 @@ async def run_recall(
     exclude: frozenset[str],
     on_settled: Callable[[PrefetchHandle], None],
     learn: Learn | None = None,
+    skip_certain: bool = False,
 ) -> None:
     """The recall task: the heuristic first (published at once), then the model if any (whose
-    answer, with ``learn``, is also fed back: ``learn`` must not block)."""
+    answer, with ``learn``, is also fed back: ``learn`` must not block). With ``skip_certain``, a
+    fast answer that is certain (``FastResult.certain``) settles the recall without the model."""
     fast = _run_heuristic(heuristic, handle.query, exclude)
     handle.box.publish(fast)
     gated = tuple(s.doc for s in fast.docs)
-    if selector is None:
+    skipped = selector is not None and skip_certain and fast.certain
+    if selector is None or skipped:
         outcome = RecallOutcome(
-            docs=gated, strategy=fast.strategy, phase="fast", fast_ms=fast.elapsed_ms, model_ms=None
+            docs=gated, strategy=fast.strategy, phase="fast", fast_ms=fast.elapsed_ms, model_ms=None,
+            model_skipped=skipped,
         )
     else:
         # let a consumer woken by the publish take the fast result before the model stage's

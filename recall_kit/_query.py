@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from recall_kit._fields import CORE_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair, learned_stem
+from recall_kit._fields import BODY_FIELD, CORE_FIELDS, ENRICHMENT_FIELDS, HEAD_FIELDS, LEARNED_FIELD, has_pair, learned_stem
 from recall_kit._gate import Evidence, SlotMatch
 from recall_kit._bm25 import QueryTerm, ScoringIndex, bm25_idf
 from recall_kit._tokenize import Token, analyze, is_cjk_term, stem
@@ -142,8 +142,10 @@ def doc_evidence(
     ref: str,
     adjacent: Sequence[tuple[int, int]] = (),
     body_pairs: array[int] | None = None,
+    entries: Mapping[str, Sequence[frozenset[str]]] | None = None,
 ) -> Evidence:
-    """What the gate reads of document ``ref``: per query slot, how and where the document matches it."""
+    """What the gate reads of document ``ref``: per query slot, how and where the document matches it.
+    ``entries``: per term, its keywords and usage scenarios holding it (``doc_entries``)."""
     in_phrase: set[int] = set()
     if body_pairs:
         for first, second in adjacent:
@@ -151,29 +153,55 @@ def doc_evidence(
                 has_pair(body_pairs, a.term, b.term) for a in slots[first].matches for b in slots[second].matches
             ):
                 in_phrase.update((first, second))
-    found: list[tuple[float, bool, bool, bool]] = []  # per slot: credit, in a head field, in a core field, learned only
-    for slot in slots:
+    found: list[tuple[float, bool, bool, bool, frozenset[str] | None]] = []
+    for slot in slots:  # per slot: credit, in a head field, in a core field, learned only, its terms when enrichment only
         credit = 0.0
-        in_learned = in_core = in_written = False  # in_written: a head field other than the learned words
+        in_learned = in_core = in_written = in_own = False  # in_written: a head field other than the learned words
+        in_enrichment = False
+        terms: set[str] = set()
         for match in slot.matches:
             posting = index.posting(match.term, ref)
             if posting:
                 credit = max(credit, match.weight)
+                terms.add(match.term)
                 in_written = in_written or any(posting[field] for field in _WRITTEN_HEAD)
                 in_learned = in_learned or bool(posting[LEARNED_FIELD])
                 in_core = in_core or any(posting[field] for field in CORE_FIELDS)
-        found.append((credit, in_written or in_learned, in_core, in_learned and not in_written))
+                in_own = in_own or any(posting[field] for field in _OWN_TEXT)
+                in_enrichment = in_enrichment or any(posting[field] for field in ENRICHMENT_FIELDS)
+        only = frozenset(terms) if in_enrichment and not in_own else None
+        found.append((credit, in_written or in_learned, in_core, in_learned and not in_written, only))
+    in_entry = _in_entries(slots, [only for *_, only in found], entries or {})
     words = _cjk_words(slots, [bool(found[i][0]) and not slot.generic for i, slot in enumerate(slots)])
     return Evidence(tuple(
         SlotMatch(
             slot.mass, credit, slot.known, slot.generic, is_cjk_term(slot.term), in_head,
-            number in in_phrase, in_core, words[number], learned_only,
+            number in in_phrase, in_core, words[number], learned_only, only is not None, number in in_entry,
         )
-        for number, (slot, (credit, in_head, in_core, learned_only)) in enumerate(zip(slots, found))
+        for number, (slot, (credit, in_head, in_core, learned_only, only)) in enumerate(zip(slots, found))
     ))
 
 
+def _in_entries(
+    slots: Sequence[QuerySlot],
+    enrichment_only: Sequence[frozenset[str] | None],
+    entries: Mapping[str, Sequence[frozenset[str]]],
+) -> set[int]:
+    """The slots matched only in enrichment words whose term stands in a keyword or usage scenario that the
+    query matches whole ("alembic"), or in two of its words ("rewrite history" for "rewrite published
+    history"): one word of a longer entry ("generation" of "changelog generation") is weaker evidence.
+    ``entries``: per term, the entries holding it (``doc_entries``)."""
+    if not entries or not any(enrichment_only):
+        return set()
+    query = {match.term for slot in slots for match in slot.matches}
+    return {
+        number for number, terms in enumerate(enrichment_only)
+        if terms and any(len(entry) == 1 or len(entry & query) >= 2 for term in terms for entry in entries.get(term, ()))
+    }
+
+
 _WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})
+_OWN_TEXT = sorted(CORE_FIELDS | {BODY_FIELD, LEARNED_FIELD})  # anything but keywords and usage scenarios
 
 
 def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._errors import UsageError
 from recall_kit._session import RecallSession
-from recall_kit._stages import INITIAL_WAIT_MS, Stages
+from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, Stages
 from recall_kit._sync_session import SyncRecallSession
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
@@ -66,6 +66,7 @@ class Recaller:
         enrich_calls_per_minute: float | None = None,
         learn: bool = False,
         opened: Opened = Opened(),
+        skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN,
     ):
         self.enrichment: BackgroundEnrichment | None = None
         self._closers: list[Callable[[], object]] = []  # what this Recaller made, closed last first
@@ -95,7 +96,7 @@ class Recaller:
             self._closers.append(learner.close)  # closed first: what is queued is written before the store closes
         self.stages = Stages(
             source=store, heuristic=heuristic, selector=selector, learner=learner, telemetry=telemetry,
-            initial_wait_ms=initial_wait_ms, body_budget=body_budget,
+            initial_wait_ms=initial_wait_ms, body_budget=body_budget, skip_certain=skip_certain,
         )
         self.reused_from_cache = opened.reused_from_cache
         self.cache_file = opened.cache_file

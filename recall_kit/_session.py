@@ -123,6 +123,7 @@ class RecallSession:
                 frozenset(self._surfaced),
                 self._on_settled,
                 stages.learner.observe if stages.learner is not None else None,
+                stages.skip_certain,
             )
         )
         if abort is not None:
@@ -349,5 +350,6 @@ class RecallSession:
                 model_ms=outcome.model_ms if outcome else None,
                 settled=settled,
                 fallback=outcome.fallback if outcome else None,
+                model_skipped=outcome.model_skipped if outcome else False,
             )
         )

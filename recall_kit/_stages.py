@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from recall_kit._protocols import FastStage, Selector
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
+# Skip the model stage when the fast answer is certain (GateSettings.certain: one unique, strong
+# match). Off: `recall-kit bench replay --repeat --passes 2 --skip-certain` (2026-12-02) skipped
+# 0.13-0.46 of the training turns with nothing lost on agent-memories, multilingual and hard-cases,
+# but on coding-memories and locomo-dev 17 and 23 skipped turns delivered other than the oracle, and
+# locomo-dev's repeat silence fell 0.230 -> 0.229 (docs/benchmarks.md).
+SKIP_MODEL_WHEN_CERTAIN = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +44,7 @@ class Stages:
     telemetry: Telemetry = field(default_factory=Telemetry)
     initial_wait_ms: float = INITIAL_WAIT_MS  # the initial point's ceiling
     body_budget: int = BODY_BUDGET  # characters of memory bodies in one rendered block
+    skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN  # settle a certain fast answer without the model
 
     def candidates(self) -> Sequence[MemoryDoc]:
         """Every document of the source's current snapshot: the model stage's candidates."""

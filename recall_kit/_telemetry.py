@@ -30,6 +30,7 @@ class RecallEvent:
     model_ms: float | None  # None when there is no model stage or it never finished
     settled: bool
     fallback: Fallback | None = None  # why the model stage fell back, when it did
+    model_skipped: bool = False  # the fast answer was certain, so the model stage did not run
     kind: Literal["recall"] = field(default="recall", init=False)
 
     @property

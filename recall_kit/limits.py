@@ -33,6 +33,11 @@ PROMPT_ELLIPSIS = " … "  # where a prompt was cut
 MAX_FAST_DOCS = 2  # the fast stage delivers at most this many documents
 MAX_MODEL_DOCS = 5  # the model may select at most this many
 RANKED_LIMIT = 50  # of the fast stage's ungated ranking, kept for the model's manifest and `query -v`
+# The gate's look at a document's keywords and usage scenarios (one entry each): of a word, the first
+# ENTRIES_PER_TERM entries holding it, of an entry its first ENTRY_TERMS terms. A real memory lists
+# 12-20 keywords and 3 scenarios of a few words; a 256 KiB list of keywords cost a query 30 ms before.
+ENTRIES_PER_TERM = 64
+ENTRY_TERMS = 32
 
 # --- the model's request and answer -----------------------------------------------------------------
 

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from memory_store import MemoryStore, Snapshot, format_memory, sidecar_path
+from memory_store import (
+    Enrichment,
+    MemoryDoc,
+    MemoryRoot,
+    MemoryStore,
+    MemoryStoreError,
+    Snapshot,
+    format_memory,
+    sidecar_path,
+)
 from recall_kit_bench._errors import DatasetError
 
 DATASET_SCOPE = "memories"  # the scope label a dataset's memories/ folder is opened under
+# Where a memory's enrichment words are kept: in the root's sidecar, as `recall-kit enrich` writes
+# them, or in the memory's own frontmatter (keywords, usage_scenarios), as an agent writes them.
+EnrichmentPlacement = Literal["sidecar", "frontmatter"]
+PLACEMENTS: tuple[EnrichmentPlacement, ...] = ("sidecar", "frontmatter")
 _QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})  # a queries.jsonl line's own keys; the rest is extra
 
 # path relative to the memories folder -> (name, description, body)
@@ -40,12 +55,17 @@ class EvalDataset:
     queries: tuple[EvalQuery, ...]
 
 
-def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> EvalDataset:
+def load_dataset(
+    path: str | Path, *, enrichment: bool | str | Path = True, placement: EnrichmentPlacement = "sidecar"
+) -> EvalDataset:
     """Read ``memories/**/*.md`` and ``queries.jsonl`` from a dataset folder.
 
     ``enrichment``: True attaches the dataset's own sidecar when it has one
     (``memories/.recall-kit/enrichment.jsonl``), False none, a path that sidecar file instead.
-    Raises DatasetError, naming the line, for a folder or a query line that is not as specified.
+    ``placement="frontmatter"`` reads instead a copy of the memories with the sidecar's words written
+    into each one's frontmatter (``frontmatter_copy``), and no sidecar: the same words, where an
+    agent writes them. Raises DatasetError, naming the line, for a folder or a query line that is
+    not as specified.
     """
     root = Path(path)
     memories = root / "memories"
@@ -53,7 +73,12 @@ def load_dataset(path: str | Path, *, enrichment: bool | str | Path = True) -> E
         raise DatasetError(f"{root} is not a dataset (needs memories/ and queries.jsonl)")
     if not isinstance(enrichment, bool) and not Path(enrichment).is_file():
         raise DatasetError(f"enrichment sidecar not found: {enrichment}")
+    if placement not in PLACEMENTS:
+        raise DatasetError(f"unknown enrichment placement {placement!r}; one of {', '.join(PLACEMENTS)}")
     snapshot = _load_memories(memories, enrichment)
+    if placement == "frontmatter" and enrichment is not False:
+        with tempfile.TemporaryDirectory(prefix="recall-kit-frontmatter-") as folder:
+            snapshot = _load_memories(frontmatter_copy(memories, snapshot, Path(folder) / "memories"), False)
     queries = []
     with open(root / "queries.jsonl", "rb") as lines:  # bytes: a line that is not UTF-8 is named, not a traceback
         for number, raw in enumerate(lines, 1):
@@ -92,6 +117,37 @@ def _load_memories(memories: Path, enrichment: bool | str | Path) -> Snapshot:
     sidecars = enrichment if isinstance(enrichment, bool) else {DATASET_SCOPE: Path(enrichment)}
     with MemoryStore.open((DATASET_SCOPE, memories), watch=False, enrichment=sidecars) as store:
         return store.snapshot()
+
+
+def memory_text(doc: MemoryDoc, enrichment: Enrichment | None = None) -> str:
+    """``doc``'s file through the store's one frontmatter writer, with ``enrichment``'s keywords and
+    usage scenarios added to its own frontmatter lists (its own first, each once)."""
+    extra = enrichment or Enrichment()
+    return format_memory(
+        name=doc.name,
+        description=doc.description,
+        type=doc.type,
+        body=doc.body,
+        keywords=tuple(dict.fromkeys((*doc.keywords, *extra.keywords))),
+        usage_scenarios=tuple(dict.fromkeys((*doc.usage_scenarios, *extra.usage_scenarios))),
+        extra=doc.extra,
+    )
+
+
+def frontmatter_copy(memories: Path, snapshot: Snapshot, into: Path) -> Path:
+    """Copy the ``memories`` folder to ``into`` (symlinks as links, no ``.recall-kit``), each memory that
+    ``snapshot`` holds enrichment for rewritten with those words in its frontmatter (``memory_text``);
+    every other file as it was. Returns ``into``."""
+    shutil.copytree(memories, into, symlinks=True, ignore=shutil.ignore_patterns(".recall-kit"))
+    root = MemoryRoot(into)  # writes inside the copy, never through a symlink (one may point at the dataset)
+    for doc in snapshot.docs.values():
+        if doc.enrichment is not None:
+            try:
+                root.remove(doc.path)  # the copied file, or the copied link (never its target)
+                root.write(doc.path, memory_text(doc, doc.enrichment), overwrite=False)
+            except MemoryStoreError as exc:
+                raise DatasetError(f"cannot place the enrichment of {doc.path} in its frontmatter: {exc}") from None
+    return into
 
 
 def dataset_sidecar(path: str | Path) -> Path | None:

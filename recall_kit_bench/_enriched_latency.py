@@ -17,18 +17,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from memory_store import (
     Enrichment,
     EnrichmentEntry,
     MemoryStore,
     Snapshot,
-    format_memory,
     sidecar_path,
     write_enrichment,
 )
 from recall_kit import FastHeuristic
+from recall_kit_bench._datasets import EnrichmentPlacement, memory_text
 from recall_kit_bench._errors import HarnessError
 from recall_kit_bench._evaluation import Percentiles, percentiles
 from recall_kit_bench._latency import (
@@ -52,8 +52,6 @@ _REQUEST_OPENINGS = (
 )
 NEW_WORDS = VOCABULARY_SIZE  # words only enrichment uses: the enrichment vocabulary is twice the memories'
 GENERATOR_MODEL = "generated"  # the sidecar's informational model name
-
-EnrichmentPlacement = Literal["sidecar", "frontmatter"]  # where generated enrichment is written
 
 
 def enrichment_vocabulary(vocabulary: Sequence[str], seed: int = 17) -> list[str]:
@@ -101,12 +99,7 @@ def write_enriched_store(
     enrichments = generated_enrichment(n_docs, enrichment_vocabulary(vocabulary))
     entries = []
     for doc, enrichment in zip((snapshot.docs[ref] for ref in sorted(snapshot.docs)), enrichments):
-        listed = enrichment if placement == "frontmatter" else Enrichment()
-        text = format_memory(
-            name=doc.name, description=doc.description, type=doc.type, body=doc.body,
-            keywords=listed.keywords, usage_scenarios=listed.usage_scenarios,
-        )
-        data = text.encode("utf-8")
+        data = memory_text(doc, enrichment if placement == "frontmatter" else None).encode("utf-8")
         path = root / doc.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

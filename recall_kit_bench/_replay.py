@@ -60,11 +60,15 @@ class ReplaySettings:
     seed: int = 0
     repeat: bool = False
     turn_ends_early: bool = False  # each training turn finishes before the oracle answers
+    passes: int = 1  # times the other folds' prompts are trained on, in file order each time
+    skip_certain: bool = False  # the learning recaller skips the model when the fast answer is certain
 
     def measured(self) -> tuple[int, ...]:
         """The folds measured, in order; UsageError for a setting out of range."""
         if self.folds < 2:
             raise UsageError(f"folds needs at least 2, got {self.folds}")
+        if self.passes < 1:
+            raise UsageError(f"passes needs at least 1, got {self.passes}")
         if not 0.0 <= self.oracle_accuracy <= 1.0:
             raise UsageError(f"oracle accuracy is a share from 0 to 1, got {self.oracle_accuracy:g}")
         chosen = tuple(range(self.folds)) if self.measure_folds is None else tuple(sorted(set(self.measure_folds)))
@@ -121,6 +125,8 @@ class TrainingSummary:
     learn_outcomes: Mapping[str, int] = field(default_factory=dict)  # learned / skipped / failed
     learn_dropped: int = 0  # selections the learner's full queue turned away (it fell behind)
     after_turn: int = 0  # turns whose refinement went on after the turn, for learning only
+    skipped: int = 0  # turns whose model stage was skipped, the fast answer being certain
+    skipped_differs: int = 0  # of those, turns whose delivery differs from the oracle's answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +154,8 @@ class FoldResult:
             "learn_outcomes": dict(self.training.learn_outcomes),
             "learn_dropped": self.training.learn_dropped,
             "learned_after_turn": self.training.after_turn,
+            "model_skipped": self.training.skipped,
+            "model_skipped_differs": self.training.skipped_differs,
             "sidecar_bytes": self.sidecar_bytes,
             "sidecar_bytes_per_memory": self.sidecar_bytes / docs if docs else None,
             "learned_memories": self.learned_memories,
@@ -187,7 +195,7 @@ class ReplayReport:
 
     @property
     def repeat_outcomes(self) -> list[QueryOutcome]:
-        """Every trained prompt measured again after its fold's learning (each prompt once per fold)."""
+        """Every trained prompt measured again after its fold's learning (each prompt once per fold, however many passes trained it)."""
         return [o for f in self.folds for o in f.repeat]
 
     def fold_spread(self, pick: Callable[[FoldResult], Metrics | None], key: str) -> Spread:
@@ -242,6 +250,8 @@ class ReplayReport:
             "seed": self.settings.seed,
             "repeat": self.settings.repeat,
             "turn_ends_early": self.settings.turn_ends_early,
+            "passes": self.settings.passes,
+            "skip_certain": self.settings.skip_certain,
             "enrichment": self.sidecar,
         }
         return data
@@ -274,10 +284,13 @@ def _delta(a: Metrics | None, b: Metrics | None, key: str) -> float | None:
 
 
 def open_learning_recaller(
-    root: Path, selector: SelectorConfig, telemetry: Callable[[Any], object]
+    root: Path, selector: SelectorConfig, telemetry: Callable[[Any], object], skip_certain: bool = False
 ) -> Recaller:
     """A Recaller over ``root`` that learns from its refined selections (not watched, no index cache)."""
-    return open_recaller([root], selector=selector, watch=False, use_cache=False, telemetry=telemetry, learn=True)
+    return open_recaller(
+        [root], selector=selector, watch=False, use_cache=False, telemetry=telemetry, learn=True,
+        skip_certain=skip_certain,
+    )
 
 
 def copy_memories(dataset: EvalDataset, sidecar: Path | None, into: Path) -> Path:
@@ -300,12 +313,14 @@ async def train(
     tick: Callable[[], None],
     answer: Callable[[], None] | None = None,
     learned: asyncio.Event | None = None,
+    observe: Callable[[EvalQuery, frozenset[str]], None] | None = None,
 ) -> tuple[int, int, int]:
     """Each query through a real session of ``recaller``: begin, consume the initial point, wait for
     the recall to settle (``settled`` is set by the recaller's telemetry), consume the tool-result
     point, finish. With ``answer`` (which lets the held oracle answer once), the turn ends instead
     right after the initial point; then the oracle answers and the turn's ``learn`` event (``learned``)
-    is awaited before the next. Returns (turns, unsettled, refinements that went on after their turn)."""
+    is awaited before the next. ``observe`` gets each turn's query and the refs it delivered. Returns
+    (turns, unsettled, refinements that went on after their turn)."""
     timeout = (recaller.selector.timeout if recaller.selector is not None else 0.0) + SETTLE_MARGIN_S
     unsettled = after_turn = 0
     for query in queries:
@@ -315,7 +330,7 @@ async def train(
         session = recaller.session()
         try:
             session.begin(query.query)
-            await session.consume("initial")
+            first = await session.consume("initial")
             if answer is not None:
                 session.finish()
                 waited = None
@@ -331,10 +346,12 @@ async def train(
                         await waited.wait()
                 except TimeoutError:
                     unsettled += 1  # the tool-result point takes what there is, as an agent's would
-            await session.consume("tool_result")
+            later = await session.consume("tool_result")
             session.finish()
         finally:
             await session.close()
+        if observe is not None:
+            observe(query, frozenset(ref for got in (first, later) if got is not None for ref in got.refs))
         tick()
     return len(queries), unsettled, after_turn
 
@@ -349,10 +366,14 @@ class _TurnTelemetry:
         self.fallbacks = 0
         self.learn_ms: list[float] = []
         self.learn_outcomes: dict[str, int] = {}  # LearnEvent outcome -> count
+        self.skipped = 0  # recalls settled without the model, the fast answer being certain
+        self.skipped_now = False  # the latest recall was one of those
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, RecallEvent) and event.settled:
             self.fallbacks += event.fallback is not None
+            self.skipped += event.model_skipped
+            self.skipped_now = event.model_skipped
             self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
         elif isinstance(event, LearnEvent):
             self.loop.call_soon_threadsafe(self.learned.set)
@@ -394,15 +415,27 @@ async def _learned_fold(
     repeat: bool,
     tick: Callable[[], None],
     answer: Callable[[], None] | None = None,
+    passes: int = 1,
+    skip_certain: bool = False,
+    oracle: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[list[QueryOutcome], list[QueryOutcome], TrainingSummary, int, int]:
+    differs = 0  # turns skipped whose delivery is not the oracle's answer: what the model would have changed
+
+    def observe(query: EvalQuery, delivered: frozenset[str]) -> None:
+        nonlocal differs
+        if telemetry.skipped_now and oracle is not None and delivered != oracle.get(query.id, frozenset()):
+            differs += 1
+        telemetry.skipped_now = False
+
     with tempfile.TemporaryDirectory(prefix="recall-kit-replay-") as tmp:
         root = copy_memories(dataset, sidecar, Path(tmp))
         telemetry = _TurnTelemetry(asyncio.get_running_loop())
         dropped = 0
-        recaller = open_learning_recaller(root, selector, telemetry)
+        recaller = open_learning_recaller(root, selector, telemetry, skip_certain)
         try:
             turns, unsettled, after_turn = await train(
-                recaller, trained, telemetry.settled, tick, answer, telemetry.learned if answer else None
+                recaller, [*trained] * passes, telemetry.settled, tick, answer, telemetry.learned if answer else None,
+                observe,
             )
             learner = recaller.learner
             if learner is None:
@@ -418,7 +451,7 @@ async def _learned_fold(
         size, lines = _learned_file(root)
     summary = TrainingSummary(
         turns, unsettled, telemetry.fallbacks, tuple(telemetry.learn_ms), dict(telemetry.learn_outcomes), dropped,
-        after_turn,
+        after_turn, telemetry.skipped, differs,
     )
     return learned, again, summary, size, lines
 
@@ -439,7 +472,9 @@ def run_replay(
     split = {f: fold_split(dataset, settings.folds, f) for f in measured_folds}
     in_fold = {f: mine for f, (mine, _) in split.items()}
     trained_of = {f: others for f, (_, others) in split.items()}
-    total = sum(len(dataset.queries) + (len(trained_of[f]) if settings.repeat else 0) for f in measured_folds)
+    total = sum(
+        len(in_fold[f]) + len(trained_of[f]) * (settings.passes + settings.repeat) for f in measured_folds
+    )
     done = 0
 
     def tick() -> None:
@@ -449,6 +484,7 @@ def run_replay(
             progress(done, total)
 
     heuristic = FastHeuristic(dataset.snapshot)
+    oracle_refs = {q.id: frozenset(refs) for q, refs in zip(dataset.queries, answers.refs)}
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="recall-kit-oracle-") as tmp:
@@ -465,7 +501,8 @@ def run_replay(
                     baseline = baseline_fold(heuristic, dataset, in_fold[f])
                     learned, again, summary, size, lines = asyncio.run(
                         _learned_fold(
-                            dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick, answer
+                            dataset, sidecar, selector, trained_of[f], in_fold[f], settings.repeat, tick, answer,
+                            settings.passes, settings.skip_certain, oracle_refs,
                         )
                     )
                     results.append(FoldResult(f, tuple(baseline), tuple(learned), tuple(again), summary, size, lines))

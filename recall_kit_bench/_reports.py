@@ -161,12 +161,13 @@ class DeliveryBenchReport:
     sidecar: str | None = None  # the enrichment sidecar ``delivery`` was measured with
     enriched_docs: int = 0
     baseline_absent: str | None = None
+    placement: str = "sidecar"  # where ``delivery`` read the sidecar's words: the sidecar itself, or each memory's frontmatter
 
     def as_dict(self) -> dict[str, Any]:
         """The delivery report's JSON object, with the enrichment, each other report that ran, and the
         baseline (null, with ``baseline_absent`` saying why, when it could not run)."""
         data = self.delivery.as_dict()
-        data["enrichment"] = {"sidecar": self.sidecar, "enriched_docs": self.enriched_docs}
+        data["enrichment"] = {"sidecar": self.sidecar, "enriched_docs": self.enriched_docs, "placement": self.placement}
         if self.unenriched is not None:
             data["unenriched"] = self.unenriched.as_dict()
         if self.refined is not None:

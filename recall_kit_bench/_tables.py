@@ -94,7 +94,8 @@ def _no_tool_table(report: DeliveryBenchReport) -> str:
         f"baseline ms {'-' if base is None else _timings(base.fast_ms, with_max=False)}"
     )
     if report.unenriched is not None:
-        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh)"]
+        where = "" if report.placement == "sidecar" else f", its words in each memory's {report.placement}"
+        lines += ["", f"enrichment: {report.sidecar} ({report.enriched_docs} of {ours.docs} docs enriched and fresh{where})"]
         lines += _side_by_side(ours, report.unenriched, "enr / unenr")
         lines.append("unenriched fold spread: " + _spread(report.unenriched.folds or {}))
     if report.refined is not None:
@@ -211,7 +212,9 @@ def replay_table(report: ReplayReport) -> str:
         f"{m.negatives} negatives), folds {','.join(map(str, report.measured))} of {settings.folds} by hash of id",
         f"oracle accuracy {settings.oracle_accuracy:g} ({report.wrong_answers} wrong answers, seed {settings.seed}); "
         f"enrichment {report.sidecar or 'none'}"
-        + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else ""),
+        + ("; each training turn ends before the oracle answers" if settings.turn_ends_early else "")
+        + (f"; {settings.passes} training passes" if settings.passes > 1 else "")
+        + ("; the model skipped when the fast answer is certain" if settings.skip_certain else ""),
         "",
         f"{'kind':<14}{'n':>5}" + "".join(f"  {title:>22}" for title, _ in _REPLAY_KEYS),
         f"{'':<14}{'':>5}" + "".join(f"  {'base / learned  delta':>22}" for _ in _REPLAY_KEYS),
@@ -253,6 +256,9 @@ def replay_table(report: ReplayReport) -> str:
         + f"; {sum(f.training.learn_dropped for f in report.folds)} dropped (the learner fell behind)"
         + (f"; {sum(f.training.after_turn for f in report.folds)} refinements went on after their turn"
            if settings.turn_ends_early else ""),
+        *([f"model skipped (the fast answer certain) on {sum(f.training.skipped for f in report.folds)} of {turns} "
+           f"training turns; {sum(f.training.skipped_differs for f in report.folds)} of those delivered other than "
+           "the oracle would have"] if settings.skip_certain else []),
         f"learning cost: learned sidecar bytes per memory {_bytes_cell(report.sidecar_bytes_per_memory())}"
         + ("" if learn_ms is None else f"; learner update p50 {learn_ms:.3f} ms"),
     ]

@@ -18,7 +18,14 @@ from recall_kit_cli._help import HelpGroup
 from recall_kit_cli.commands.bench_latency_cmd import latency
 
 if TYPE_CHECKING:  # the harness is imported inside the commands: other commands never load it
-    from recall_kit_bench import DeliveryReport, EvalDataset, PlainBaseline, RefinedReport, ReplaySettings
+    from recall_kit_bench import (
+        DeliveryReport,
+        EnrichmentPlacement,
+        EvalDataset,
+        PlainBaseline,
+        RefinedReport,
+        ReplaySettings,
+    )
 
 
 
@@ -66,6 +73,10 @@ def _enrichment_options(verb: str) -> Callable[[_Command], _Command]:
 )
 @click.option("--limit", type=int, help="Only the first N queries.")
 @_enrichment_options("Measure")
+@click.option(
+    "--frontmatter", "placement", flag_value="frontmatter", default="sidecar",
+    help="The sidecar's words in each memory's frontmatter.",
+)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the figures to this PNG (plot extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def delivery(
@@ -78,6 +89,7 @@ def delivery(
     limit: int | None,
     sidecar: str | None,
     no_enrichment: bool,
+    placement: EnrichmentPlacement,
     plot: str | None,
     as_json: bool,
 ) -> None:
@@ -102,7 +114,12 @@ def delivery(
     if plot is not None:
         _check_plot(plot)  # before the long runs: a plot that cannot be drawn fails at once
     found = None if no_enrichment else sidecar or dataset_sidecar(dataset_dir)
+    if placement == "frontmatter" and (found is None or latency_profile is not None):
+        raise InputError("--frontmatter needs a sidecar to place, and no --model-latency-ms")
     dataset = _load(dataset_dir, limit, found if found is not None else False)
+    enriched = enriched_docs(dataset)
+    if placement == "frontmatter":
+        dataset = _load(dataset_dir, limit, found if found is not None else False, placement)
     plain, absent = _plain_baseline(dataset)
     unenriched = None
     lifecycle, refined = None, None
@@ -131,8 +148,9 @@ def delivery(
         lifecycle,
         unenriched,
         None if found is None else str(found),
-        enriched_docs(dataset),
+        enriched,
         absent,
+        placement,
     )
     if plot is not None:
         from recall_kit_bench import HarnessError, plot_delivery
@@ -144,11 +162,13 @@ def delivery(
     click.echo(json.dumps(report.as_dict(), ensure_ascii=False) if as_json else delivery_table(report))
 
 
-def _load(dataset_dir: str, limit: int | None, enrichment: bool | str | Path) -> EvalDataset:
+def _load(
+    dataset_dir: str, limit: int | None, enrichment: bool | str | Path, placement: EnrichmentPlacement = "sidecar"
+) -> EvalDataset:
     from recall_kit_bench import DatasetError, EvalDataset, load_dataset
 
     try:
-        dataset = load_dataset(dataset_dir, enrichment=enrichment)
+        dataset = load_dataset(dataset_dir, enrichment=enrichment, placement=placement)
     except DatasetError as exc:
         raise InputError(str(exc)) from None
     if limit is not None:
@@ -223,6 +243,10 @@ def _progress(length: int, label: str) -> Iterator[Callable[[], None]]:
 @click.option("--repeat", is_flag=True, help="Also measure the trained prompts themselves after learning.")
 @click.option("--turn-ends-early", is_flag=True,
               help="End each training turn right after its initial point, before the oracle answers.")
+@click.option("--skip-certain", is_flag=True,
+              help="Skip the model on a prompt whose fast answer is certain (one unique, strong match).")
+@click.option("--passes", "passes_text", type=str, default="1",
+              help="Train on the other folds' prompts this many times (default 1).")
 @click.option("--seed", type=str, default="0", help="Seed of the oracle's wrong answers (default 0).")
 @click.option("--folds", "folds_text", type=str, default="5", help="Folds by hash of the query id (default 5).")
 @click.option("--measure-folds", help="Only these folds, e.g. 0,1 (default: all).")
@@ -234,6 +258,8 @@ def replay(
     oracle_accuracy: str,
     repeat: bool,
     turn_ends_early: bool,
+    skip_certain: bool,
+    passes_text: str,
     seed: str,
     folds_text: str,
     measure_folds: str | None,
@@ -257,6 +283,8 @@ def replay(
         seed=_integer(seed, "--seed"),
         repeat=repeat,
         turn_ends_early=turn_ends_early,
+        passes=_integer(passes_text, "--passes"),
+        skip_certain=skip_certain,
     )
     try:
         settings.measured()
@@ -284,7 +312,7 @@ def _replay_steps(dataset: EvalDataset, settings: ReplaySettings) -> int:
     steps = 0
     for fold in settings.measured():
         mine, others = fold_split(dataset, settings.folds, fold)
-        steps += len(mine) + len(others) * (2 if settings.repeat else 1)
+        steps += len(mine) + len(others) * (settings.passes + settings.repeat)
     return steps
 
 

@@ -69,6 +69,7 @@ class Trail:
                 "strategy": event.strategy, "selected": event.docs_selected, "scanned": event.docs_scanned,
                 "fast_ms": _ms(event.fast_ms), "model_ms": _ms(event.model_ms),
                 "fallback": str(event.fallback) if event.fallback is not None else None,
+                "model_skipped": bool(getattr(event, "model_skipped", False)),
             })
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -147,7 +148,7 @@ def read_trail(path: Path, *, limit: int, session: str | None = None) -> list[Pr
         if record.get("kind") == "delivery":
             entry.deliveries.append({k: record.get(k) for k in ("point", "phase", "strategy", "refs", "reason", "latency_ms")})
         elif record.get("kind") == "recall":
-            entry.recall = {k: record.get(k) for k in ("settled", "strategy", "selected", "scanned", "fast_ms", "model_ms", "fallback")}
+            entry.recall = {k: record.get(k) for k in ("settled", "strategy", "selected", "scanned", "fast_ms", "model_ms", "fallback", "model_skipped")}
     return prompts[-limit:] if limit > 0 else []
 
 
@@ -216,6 +217,8 @@ def describe(prompt: PromptTrail) -> list[str]:
     recall = prompt.recall
     if recall is not None and recall.get("fallback"):
         lines.append(f"  model fell back: {recall['fallback']}")
+    if recall is not None and recall.get("model_skipped") is True:
+        lines.append("  model skipped: the fast answer was certain")
     if prompt.refused is not None:
         lines.append(f"  roots refused: {prompt.refused}")
     elif not prompt.deliveries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import sys
@@ -11,7 +12,8 @@ from types import ModuleType
 
 import pytest
 
-from recall_kit_bench import load_dataset, write_eval_dataset
+from memory_store import EnrichmentEntry, parse_memory, sidecar_path, write_enrichment
+from recall_kit_bench import DatasetError, load_dataset, memory_text, write_eval_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"
@@ -152,3 +154,66 @@ def test_validator_reads_memories_as_the_store_does(tmp_path: Path) -> None:
     report = checker.check_path(tmp_path)
     assert report.memories == 1
     assert len(report.problems) == 1 and "empty.md" in report.problems[0] and "empty body" in report.problems[0]
+
+
+def _enriched_mini(root: Path) -> Path:
+    """A small dataset with a sidecar for one memory, an author keyword and a file the store skips."""
+    memories = {"db/cache.md": ("Cache notes", "the cache is Redis", "Flush with care."),
+                "tea.md": ("Tea", "green tea at four", "Sencha.")}
+    dataset = write_eval_dataset(root, memories, [("q1", "purge the key-value store", ["db/cache.md"], "semantic")])
+    cache = dataset / "memories" / "db" / "cache.md"
+    cache.write_text(cache.read_text(encoding="utf-8").replace("type: project\n", "type: project\nkeywords: [redis]\nowner: priya\n"))
+    (dataset / "memories" / "broken.md").write_text("no frontmatter here\n", encoding="utf-8")
+    entry = EnrichmentEntry("db/cache.md", hashlib.sha256(cache.read_bytes()).hexdigest(),
+                            ("key-value store", "redis"), ("purge the key-value store",), "test")
+    write_enrichment(sidecar_path(dataset / "memories"), [entry])
+    return dataset
+
+
+def test_frontmatter_placement_reads_the_sidecars_words_from_each_memorys_own_frontmatter(tmp_path: Path) -> None:
+    dataset = _enriched_mini(tmp_path / "mini")
+    before = {path: path.read_bytes() for path in (dataset / "memories").rglob("*") if path.is_file()}
+    side = load_dataset(dataset)
+    front = load_dataset(dataset, placement="frontmatter")
+    assert front.root == dataset and [q.id for q in front.queries] == ["q1"]
+    doc, was = front.snapshot.docs["memories/db/cache.md"], side.snapshot.docs["memories/db/cache.md"]
+    assert was.enrichment is not None and doc.enrichment is None  # no sidecar read: the words are the file's
+    assert doc.keywords == ("redis", "key-value store")  # its own first, each once
+    assert doc.usage_scenarios == ("purge the key-value store",)
+    assert (doc.name, doc.description, doc.body, dict(doc.extra)) == (was.name, was.description, was.body, {"owner": "priya"})
+    assert front.snapshot.docs["memories/tea.md"].keywords == ()  # no sidecar entry: the file as it was
+    assert [e.path for e in front.snapshot.errors] == [e.path for e in side.snapshot.errors] == ["broken.md"]
+    after = {path: path.read_bytes() for path in (dataset / "memories").rglob("*") if path.is_file()}
+    assert after == before  # the dataset itself is never written
+
+
+def test_frontmatter_placement_without_enrichment_reads_the_plain_memories(tmp_path: Path) -> None:
+    dataset = _enriched_mini(tmp_path / "mini")
+    plain = load_dataset(dataset, enrichment=False, placement="frontmatter")
+    assert plain.snapshot.docs["memories/db/cache.md"].keywords == ("redis",)
+    with pytest.raises(DatasetError, match="placement"):
+        load_dataset(dataset, placement="body")  # type: ignore[arg-type]
+
+
+def test_memory_text_round_trips_through_the_store_with_the_added_words(tmp_path: Path) -> None:
+    dataset = _enriched_mini(tmp_path / "mini")
+    doc = load_dataset(dataset).snapshot.docs["memories/db/cache.md"]
+    assert doc.enrichment is not None
+    parsed = parse_memory(memory_text(doc, doc.enrichment), scope="m", path="db/cache.md")
+    assert parsed.keywords == ("redis", "key-value store") and parsed.extra == {"owner": "priya"}
+    assert memory_text(doc) == memory_text(doc, None) and "key-value" not in memory_text(doc)
+
+
+def test_the_frontmatter_copy_never_writes_through_a_symlink_into_the_dataset(tmp_path: Path) -> None:
+    dataset = _enriched_mini(tmp_path / "mini")
+    memories = dataset / "memories"
+    cache = memories / "db" / "cache.md"
+    (memories / "alias.md").symlink_to(cache)  # absolute, inside the root: the copy keeps it pointing here
+    entries = [EnrichmentEntry(path, hashlib.sha256(cache.read_bytes()).hexdigest(), ("key-value store",), (), "t")
+               for path in ("db/cache.md", "alias.md")]
+    write_enrichment(sidecar_path(memories), entries)
+    before = cache.read_bytes()
+    front = load_dataset(dataset, placement="frontmatter")
+    assert cache.read_bytes() == before and (memories / "alias.md").is_symlink()
+    enriched = [doc for doc in front.snapshot.docs.values() if "key-value store" in doc.keywords]
+    assert enriched  # the words reached the copy

@@ -155,7 +155,7 @@ def test_generated_enrichment_makes_head_fields_about_three_times_longer(tmp_pat
     assert 2.5 <= enriched.chars / plain.chars <= 5.0
 
 
-def test_generated_enrichment_in_frontmatter_counts_as_the_authors(tmp_path: Path) -> None:
+def test_generated_enrichment_in_frontmatter_counts_as_in_the_sidecar(tmp_path: Path) -> None:
     write_enriched_store(tmp_path / "side", 20)
     write_enriched_store(tmp_path / "front", 20, placement="frontmatter")
     assert not sidecar_path(tmp_path / "front").exists()
@@ -167,7 +167,8 @@ def test_generated_enrichment_in_frontmatter_counts_as_the_authors(tmp_path: Pat
         )
     word = sorted(front.docs.values(), key=lambda doc: doc.ref)[0].keywords[0].split()[0]
     ranked, evidence, _ = FastHeuristic(front).rank(word)
-    assert ranked and evidence[0].slots[0].in_core
+    slot = evidence[0].slots[0]
+    assert ranked and slot.in_head and slot.enrichment_only and not slot.in_core  # keywords, wherever they are kept
 
 
 def test_generated_enriched_store_is_the_same_bytes_each_time(tmp_path: Path) -> None:

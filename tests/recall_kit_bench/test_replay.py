@@ -192,6 +192,7 @@ def test_the_copy_holds_the_memories_and_the_chosen_sidecar_only(tmp_path: Path,
         (ReplaySettings(oracle_accuracy=float("nan")), "oracle accuracy"),
         (ReplaySettings(measure_folds=(5,)), "0..4"),
         (ReplaySettings(measure_folds=()), "0..4"),
+        (ReplaySettings(passes=0), "passes"),
     ],
 )
 def test_settings_out_of_range_are_refused_before_anything_runs(
@@ -237,7 +238,7 @@ def test_the_report_json_has_bench_delivery_keys_beside_the_deltas_folds_and_set
     assert "learn_update_ms_p50" not in data["cost"]  # no learner time reported: left out
     assert data["settings"] == {"folds": 5, "measured_folds": [0, 1, 2, 3, 4], "oracle_accuracy": 1.0,
                                 "wrong_answers": 0, "seed": 0, "repeat": False, "turn_ends_early": False,
-                                "enrichment": None}
+                                "passes": 1, "skip_certain": False, "enrichment": None}
     table = replay_table(report)
     assert "base / learned" in table and "semantic" in table and "+1.000" in table and "repeat" not in table
 
@@ -304,3 +305,39 @@ def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_event
     telemetry = asyncio.run(go())
     assert telemetry.fallbacks == 0 and telemetry.learn_ms == [2.5]
     assert telemetry.learn_outcomes == {"learned": 1, "skipped": 1}
+
+
+def test_two_passes_put_a_suppressor_in_effect_for_a_negative_the_fast_stage_answers(tmp_path: Path) -> None:
+    # "pgbouncer postgres dashboard colours" reaches db.md by its words; the oracle says nothing applies (and no
+    # trained prompt shares half its words, so none releases the suppressor)
+    queries = [*QUERIES, ("n1", "pgbouncer postgres dashboard colours", [], "negative")]
+    dataset = load_dataset(write_eval_dataset(tmp_path / "mini", MEMORIES, queries))
+    with contextlib.closing(FastHeuristic(dataset.snapshot)) as heuristic:
+        assert fast_deliver(heuristic)("pgbouncer postgres dashboard colours")[0] == ["memories/db.md"]
+
+    def repeated(passes: int) -> list[tuple[str, ...]]:
+        report = run_replay(dataset, settings=ReplaySettings(repeat=True, passes=passes))
+        assert report.as_dict()["settings"]["passes"] == passes
+        assert all(f.training.turns == passes * len(fold_split(dataset, 5, f.fold)[1]) for f in report.folds)
+        return [o.delivered for o in report.repeat_outcomes if o.query.id == "n1"]
+
+    once, twice = repeated(1), repeated(2)
+    assert once and all(got == ("memories/db.md",) for got in once)  # one answer: counted, not yet in effect
+    assert len(twice) == len(once) and all(got == () for got in twice)  # the second answer puts it in effect
+
+
+def test_skip_certain_counts_the_training_turns_settled_without_the_model(dataset_dir: Path) -> None:
+    dataset = load_dataset(dataset_dir)
+    with contextlib.closing(FastHeuristic(dataset.snapshot)) as heuristic:
+        certain = {q.id for q in dataset.queries if heuristic.recall(q.query).certain}
+    assert certain and len(certain) < len(dataset.queries)  # some prompts are certain, not all
+    report = run_replay(dataset, settings=ReplaySettings(skip_certain=True))
+    data = report.as_dict()
+    assert data["settings"]["skip_certain"] is True
+    for fold in report.folds:
+        trained = fold_split(dataset, 5, fold.fold)[1]
+        assert fold.training.skipped == sum(q.id in certain for q in trained)
+        assert fold.training.skipped_differs == 0  # the oracle would have answered what the fast stage delivered
+    assert "model skipped (the fast answer certain) on" in replay_table(report)
+    plain = run_replay(dataset, settings=ReplaySettings())
+    assert all(f.training.skipped == 0 for f in plain.folds) and "model skipped" not in replay_table(plain)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,29 @@ def test_bench_bad_input_exits_2_with_one_line(run_cli: RunCli, dataset: Path, t
     assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--base-url", "http://127.0.0.1:9/v1"), "model")
     (dataset / "queries.jsonl").write_text('{"id": "a", "query": "x"}\n')
     assert_one_line_error(run_cli("bench", "delivery", str(dataset)), "relevant")
+
+
+def test_bench_delivery_reads_the_sidecars_words_from_frontmatter_when_asked(run_cli: RunCli, dataset: Path) -> None:
+    from memory_store import EnrichmentEntry, sidecar_path, write_enrichment
+
+    tea = dataset / "memories" / "tea.md"
+    write_enrichment(sidecar_path(dataset / "memories"), [
+        EnrichmentEntry("tea.md", hashlib.sha256(tea.read_bytes()).hexdigest(), ("beverage", "drink later"), ("what should I drink",), "t"),
+    ])
+    before = tea.read_bytes()
+    side = json_out(run_cli("bench", "delivery", str(dataset), "--fast-only", "--json"))
+    front = json_out(run_cli("bench", "delivery", str(dataset), "--frontmatter", "--json"))
+    assert tea.read_bytes() == before  # a copy carries the words, never the dataset itself
+    assert side["enrichment"]["placement"] == "sidecar" and front["enrichment"]["placement"] == "frontmatter"
+    assert front["enrichment"]["enriched_docs"] == side["enrichment"]["enriched_docs"] == 1
+    assert front["by_kind"]["semantic"]["strict_delivery"] == side["by_kind"]["semantic"]["strict_delivery"] == 1.0
+    assert front["unenriched"]["by_kind"]["semantic"]["strict_delivery"] == 0.0  # the words did it, in both places
+    text = run_cli("bench", "delivery", str(dataset), "--frontmatter")
+    assert text.returncode == 0 and "its words in each memory's frontmatter" in text.stdout
+    for refused in (("--no-enrichment",), ("--model-latency-ms", "40")):
+        assert_one_line_error(
+            run_cli("bench", "delivery", str(dataset), "--frontmatter", *refused), "frontmatter"
+        )
 
 
 def test_bench_delivery_plot_writes_a_real_png(run_cli: RunCli, dataset: Path, tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from cli_support import REPORT_KEYS, RunCli, assert_one_line_error, json_out
         (("--folds", "1"), ("folds", "at least 2")),
         (("--folds", "five"), ("--folds", "whole number")),
         (("--seed", "x"), ("--seed", "whole number")),
+        (("--passes", "0"), ("passes", "at least 1")),
+        (("--passes", "two"), ("--passes", "whole number")),
         (("--measure-folds", "0,9"), ("measured folds", "0..4")),
         (("--measure-folds", ","), ("--measure-folds",)),
         (("--measure-folds", "1", "--folds", "1"), ("folds",)),
@@ -53,3 +55,18 @@ def test_bench_replay_turn_ends_early_learns_after_each_turn(run_cli: RunCli, da
     report = json_out(run_cli("bench", "replay", str(dataset), "--turn-ends-early", "--measure-folds", "1", "--json"))
     assert report["settings"]["turn_ends_early"] is True
     assert all(f["learned_after_turn"] == f["trained"] > 0 for f in report["folds"])
+
+
+def test_bench_replay_passes_trains_on_each_prompt_that_many_times(run_cli: RunCli, dataset: Path) -> None:
+    one = json_out(run_cli("bench", "replay", str(dataset), "--measure-folds", "1", "--json"))
+    two = json_out(run_cli("bench", "replay", str(dataset), "--passes", "2", "--measure-folds", "1", "--json"))
+    assert two["settings"]["passes"] == 2 and one["settings"]["passes"] == 1
+    assert [f["trained"] for f in two["folds"]] == [2 * f["trained"] for f in one["folds"]]
+    text = run_cli("bench", "replay", str(dataset), "--passes", "2", "--measure-folds", "1")
+    assert text.returncode == 0 and "2 training passes" in text.stdout
+
+
+def test_bench_replay_skip_certain_reports_the_turns_the_model_was_skipped_on(run_cli: RunCli, dataset: Path) -> None:
+    report = json_out(run_cli("bench", "replay", str(dataset), "--skip-certain", "--measure-folds", "1", "--json"))
+    assert report["settings"]["skip_certain"] is True
+    assert all(0 <= f["model_skipped_differs"] <= f["model_skipped"] <= f["trained"] for f in report["folds"])

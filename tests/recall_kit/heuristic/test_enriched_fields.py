@@ -12,7 +12,7 @@ from recall_kit._index import FieldIndex, QueryTerm
 from recall_kit._manifest import build_manifest
 from recall_kit.limits import MAX_MANIFEST_SCENARIOS_BYTES as MAX_SCENARIOS_BYTES
 from recall_kit._tokenize import analyze
-from recall_kit.tuning import FIELDS
+from recall_kit.tuning import FIELDS, GateSettings, gate_features
 
 MEMORIES = {
     "deploy.md": (
@@ -111,19 +111,46 @@ def test_store_without_structured_fields_scores_as_the_four_field_index(develope
         assert [(s.doc.ref, round(s.score, 9)) for s in ranked] == [(h.ref, round(h.score, 9)) for h in expected]
 
 
-def test_a_head_match_in_enrichment_alone_counts_half(tmp_path: Path) -> None:
-    # One specific word in the author's head fields is enough; the same word only in the sidecar is not.
-    memory = "---\nname: Kitchen notes\ndescription: Recipes the user keeps\ntype: project\n{extra}---\nFed daily.\n"
+def test_a_head_match_in_keywords_alone_counts_half_in_the_frontmatter_as_in_the_sidecar(tmp_path: Path) -> None:
+    # One specific word in the name is enough; the same word only in keywords is not, wherever they are kept.
+    memory = "---\nname: {name}\ndescription: Recipes the user keeps\ntype: project\n{extra}---\nStarter fed daily.\n"
     query = "sourdough starter hydration"
-    authored = write_root(tmp_path / "a", {"k.md": memory.format(extra="keywords: [sourdough]\n"),
-                                           "o.md": MEMORIES["deploy.md"]})
-    (authored / "k.md").write_text(memory.format(extra="keywords: [sourdough]\n") + "Starter.\n", encoding="utf-8")
-    assert recall_refs(authored, query) == ["m/k.md"]
-    enriched = write_root(tmp_path / "e", {"k.md": memory.format(extra="") + "Starter.\n", "o.md": MEMORIES["deploy.md"]})
-    enrich(enriched, "k.md", ("sourdough",))
-    assert recall_refs(enriched, query) == []
-    enrich(enriched, "k.md", ("sourdough", "starter"))
-    assert recall_refs(enriched, query) == ["m/k.md"]  # two enrichment words make one authored word
+    named = write_root(tmp_path / "n", {"k.md": memory.format(name="Sourdough notes", extra=""), "o.md": MEMORIES["deploy.md"]})
+    assert recall_refs(named, query) == ["m/k.md"]
+    front = write_root(tmp_path / "f", {"k.md": memory.format(name="Kitchen notes", extra="keywords: [sourdough]\n"),
+                                        "o.md": MEMORIES["deploy.md"]})
+    assert recall_refs(front, query) == []
+    side = write_root(tmp_path / "s", {"k.md": memory.format(name="Kitchen notes", extra=""), "o.md": MEMORIES["deploy.md"]})
+    enrich(side, "k.md", ("sourdough",))
+    assert recall_refs(side, query) == []
+    (front / "k.md").write_text(memory.format(name="Kitchen notes", extra="keywords: [sourdough, starter]\n"), encoding="utf-8")
+    enrich(side, "k.md", ("sourdough", "starter"))
+    assert recall_refs(front, query) == recall_refs(side, query) == ["m/k.md"]  # two keyword words make one in the name
+
+
+def test_a_word_matched_only_in_keywords_counts_in_coverage_when_its_entry_is_matched_whole_or_in_two_words(
+    tmp_path: Path,
+) -> None:
+    memory = "---\nname: Release train\ndescription: How the billing service ships\ntype: project\n{extra}---\nCut on Tuesdays.\n"
+    root = write_root(tmp_path / "m", {"r.md": memory.format(extra=""), "o.md": MEMORIES["cooking.md"]})
+
+    def evidence(keywords: str, query: str, credit: float = 0.0) -> tuple[float, list[tuple[bool, bool]]]:
+        (root / "r.md").write_text(memory.format(extra=f"keywords: [{keywords}]\n"), encoding="utf-8")
+        with MemoryStore.open(("m", root), watch=False) as store:
+            heuristic = FastHeuristic(store.snapshot(), gate=GateSettings(enrichment_coverage_credit=credit))
+        ranked, found, _ = heuristic.rank(query)
+        assert ranked[0].doc.ref == "m/r.md"
+        slots = [(slot.enrichment_only, slot.in_entry) for slot in found[0].slots if slot.credit]
+        return gate_features(found[0], heuristic.gate.weights).coverage, slots
+
+    whole, slots = evidence("hotfix, rollback plan", "hotfix for billing")  # "hotfix" is a whole entry
+    assert slots == [(True, True), (False, False)] and whole > 0.9
+    two, slots = evidence("rollback plan", "plan the rollback for billing")  # two words of one entry
+    assert slots == [(True, True), (True, True), (False, False)] and two > 0.9
+    lone, slots = evidence("rollback plan", "rollback billing")  # one word of a two-word entry, alone
+    assert slots == [(True, False), (False, False)] and 0.0 < lone < 0.6
+    full, _ = evidence("rollback plan", "rollback billing", credit=1.0)
+    assert full > 0.9  # at full credit the lone word counts as before
 
 
 def test_manifest_shows_enriched_keywords_and_capped_scenarios(tmp_path: Path) -> None:

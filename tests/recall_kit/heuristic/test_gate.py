@@ -143,3 +143,19 @@ def test_the_tuning_types_live_in_recall_kit_tuning_not_at_the_top_level() -> No
         assert name in recall_kit.tuning.__all__
     assert all(hasattr(recall_kit.tuning, name) for name in recall_kit.tuning.__all__)
     assert recall_kit.tuning.__doc__ and "GateSettings" in recall_kit.tuning.__doc__
+
+
+def test_an_answer_is_certain_only_for_one_unique_strong_match(scored) -> None:
+    gate = GateSettings()
+    strong = Evidence((_matched(), _matched(), _matched()))  # three head words, the whole query
+    weak = Evidence((_matched(), _matched(), *[_missed()] * 4))  # passes the gate, a third of the query
+    held = Evidence((_matched(), *[_missed()] * 3))  # one specific word: the gate holds it
+    assert gate.certain(scored(3.0), [strong])
+    assert gate.certain(scored(3.0, 1.0), [strong, held])  # the next scores a third of the best
+    assert not gate.certain(scored(3.0, 2.9), [strong, held])  # ... not unique: the next comes close
+    assert not gate.certain(scored(3.0, 2.5), [strong, strong])  # two pass the gate
+    assert gate.select(scored(3.0), [weak]) and not gate.certain(scored(3.0), [weak])  # delivered, not strong
+    assert not gate.certain(scored(3.0), [Evidence((_matched(head=False), _matched(head=False), _matched(head=False)))])
+    assert not gate.certain((), [])
+    loose = GateSettings(certain_min_coverage=0.3, certain_second_ratio=1.0, certain_min_head_terms=2)
+    assert loose.certain(scored(3.0), [weak]) and loose.certain(scored(3.0, 2.9), [strong, held])

@@ -1,6 +1,6 @@
 """The grid search that chose the gate's constants (bench/bench_heuristic.py) gates every dataset query
-exactly as GateSettings.select does: it reads the same features (tuning.gate_features) and applies the
-same rules, vectorised, learned credit and suppression included."""
+exactly as GateSettings.select does: it reads the same features (tuning.gate_features) and calls the
+engine's own rules over columns of them (GateSettings.judge), learned credit and suppression included."""
 
 from __future__ import annotations
 

@@ -41,5 +41,7 @@ def test_a_turn_runners_turn_feeds_the_recallers_learner(tmp_path: Path) -> None
 
 def test_every_field_of_the_stages_is_one_a_wrapper_derives_with_replace() -> None:
     names = [f.name for f in dataclasses.fields(Stages)]
-    assert names == ["source", "heuristic", "selector", "learner", "telemetry", "initial_wait_ms", "body_budget"]
+    assert names == [
+        "source", "heuristic", "selector", "learner", "telemetry", "initial_wait_ms", "body_budget", "skip_certain",
+    ]
     assert dataclasses.is_dataclass(Stages) and Stages.__dataclass_params__.frozen  # type: ignore[attr-defined]

@@ -188,3 +188,21 @@ def test_the_log_shows_the_models_choice_and_its_timing(env: Env, memories: Path
     assert refined["strategy"] == "model" and refined["refs"] == [deploy]
     assert entry["recall"]["settled"] is True and entry["recall"]["model_ms"] is not None
     assert "the model's choice" in env.run("hook", "log").stdout.decode()
+
+
+def test_the_trail_says_when_the_model_was_skipped(tmp_path: Path) -> None:
+    from recall_kit import RecallEvent
+    from recall_kit_cli.integrations.trail import describe
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    trail = Trail(state / "trail.jsonl")
+    for handle, skipped in ((1, True), (2, False)):
+        trail.begin(f"s-{handle}", ["/r"], "q")
+        trail.emit(RecallEvent(session_id=f"s-{handle}", handle_id=handle, query_chars=1, docs_scanned=3, docs_selected=1,
+                               strategy="heuristic", fast_ms=0.2, model_ms=None, settled=True, model_skipped=skipped))
+    skipped, asked = read_trail(state / "trail.jsonl", limit=5)
+    assert skipped.recall is not None and skipped.recall["model_skipped"] is True
+    assert asked.recall is not None and asked.recall["model_skipped"] is False
+    assert "  model skipped: the fast answer was certain" in describe(skipped)
+    assert not any("skipped" in line for line in describe(asked))
