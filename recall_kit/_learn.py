@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memory_store import MAX_LEARNED_TERM_CHARS, MAX_LEARNED_TERMS, LearningUpdate, MemoryDoc, MemoryStoreError
-from recall_kit._query import is_generic, prompt_words, query_tokens
+from recall_kit._query import is_generic, is_number, prompt_words, query_tokens
 from recall_kit._secrets import Redactor, looks_random, scrub_secrets
 from recall_kit._telemetry import LearnEvent, Telemetry
 from recall_kit.limits import LEARN_CLOSE_WAIT_S, LEARN_MAX_PENDING
@@ -36,7 +36,7 @@ class PromptWords:
     """What learning may keep of a prompt: its words, never its text."""
 
     words: frozenset[str]  # every kept word: a suppressor
-    keys: tuple[str, ...]  # the specific ones (no everyday words): learned keys
+    keys: tuple[str, ...]  # the specific ones (no everyday words, no bare numbers): learned keys
     dropped: int  # secret-shaped or overlong words left out
 
 
@@ -48,7 +48,8 @@ def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
     all_words = prompt_words(query_tokens(cleaned))
     kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]
     dropped = len(prompt_words(query_tokens(prompt))) - len(kept)
-    return PromptWords(frozenset(kept), tuple(w for w in kept if not is_generic(w)), max(0, dropped))
+    keys = tuple(w for w in kept if not is_generic(w) and not is_number(w))
+    return PromptWords(frozenset(kept), keys, max(0, dropped))
 
 
 @dataclass(frozen=True, slots=True)
