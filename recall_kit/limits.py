@@ -112,6 +112,12 @@ LEARN_MAX_PENDING = 256  # refined selections waiting to teach; past it one is d
 # learning only: at most one per session (a newer one cancels it) and this many per process, across
 # every session of every Recaller (a daemon's); past it the turn's refinement is cancelled, as without learning.
 LEARN_MAX_AFTER_TURN = 8
+# A word is written only once it came in two different turns; until then it is a hash in the learner's
+# memory (recall_kit/_seen_words.py). These bound that memory per learner (a daemon has one per root
+# set): about 1 MB at most. A fold of locomo-dev's replay trains on about 5,000 distinct words.
+LEARN_SEEN_WORDS = 8_192  # words of earlier turns; the least recently seen forgotten first
+LEARN_WAITING_KEYS = 4_096  # (word, memory) learned keys waiting for their word to come again
+LEARN_WAITING_SUPPRESSORS = 1_024  # suppressors waiting for all their words to come again
 LEARN_CLOSE_WAIT_S = 5.0  # Recaller.close waits this long for the learner's last update (another process may hold its lock)
 # memory_store.MAX_LEARNED_KEYS (48), MAX_SUPPRESSORS (16), MAX_LEARNED_TERMS (16) and
 # MAX_LEARNED_TERM_CHARS (40) bound what the learned sidecar keeps per memory
