@@ -77,6 +77,7 @@ class Learner:
         self.dropped = 0  # selections not learned from because the queue was full
         self.update_ms: deque[float] = deque(maxlen=_UPDATE_TIMES)  # recent sidecar updates
         self._seen = SeenWords()  # the learner thread's alone
+        self._refused: dict[str, str] = {}  # per root, the last refusal logged: said once, not at every answer
         self._thread = threading.Thread(target=self._run, name="recall-kit-learner", daemon=True)
         self._thread.start()
 
@@ -180,13 +181,26 @@ class Learner:
                 updates[scope].append(LearningUpdate(path, keys=(word,)))
                 taught[f"{scope}/{path}"] = None
         started = time.perf_counter()
+        failed: dict[str, str] = {}  # label -> why its file was not written
         for label, batch in updates.items():
             try:
                 self._store.record_learning(label, batch)
             except MemoryStoreError as exc:
-                _log.warning("learned sidecar of %s not written: %s", label, exc)
-                raise
+                failed[label] = f"{type(exc).__name__}: {exc}"
+                if self._refused.get(label) != str(exc):
+                    _log.warning("learned sidecar of %s not written: %s", label, exc)
+                    self._refused[label] = str(exc)
+            else:
+                self._refused.pop(label, None)
         duration = (time.perf_counter() - started) * 1000
+        if failed:  # what the other roots were taught stands
+            self._telemetry.emit(LearnEvent(
+                outcome="failed", reason=next(iter(failed.values()))[:200],
+                taught=tuple(ref for ref in taught if ref.partition("/")[0] not in failed),
+                suppressed=tuple(ref for ref in suppressed if ref.partition("/")[0] not in failed),
+                words=len(words.words), dropped=words.dropped, duration_ms=duration, waiting=waiting,
+            ))
+            return
         if updates:
             self.update_ms.append(duration)
         quiet = "words seen in one turn only: kept in memory until another turn brings them" if waiting else "nothing to teach"
