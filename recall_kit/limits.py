@@ -155,6 +155,8 @@ def broad_root_refusal(root: str, home: str | None = None) -> str | None:
     """Why ``root`` is no folder of memories (the file system root, the home folder or a folder
     above it), in one line naming it; None for any other path. The one rule every door applies
     (settings from arguments, environment and files, and every root set a daemon client names)."""
+    if "\0" in root:  # no path can hold one; os.path would raise
+        return f"root {root!r} holds a NUL character, which no folder's path can"
     real = os.path.realpath(os.path.expanduser(root))
     home_real = os.path.realpath(home if home is not None else os.path.expanduser("~"))
     if real == os.sep:

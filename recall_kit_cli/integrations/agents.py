@@ -277,16 +277,27 @@ def claude_code_folders(ctx: EventContext) -> tuple[MemoryFolder, ...]:
 # --- Qwen Code ---------------------------------------------------------------------------------------
 
 
+def _absolute_folder(ctx: EventContext, name: str) -> str | None:
+    """The folder the variable ``name`` names, when it is an absolute path (``~`` expanded); a relative one
+    would be taken from the project's folder, where a clone could put what it likes: ignored, as
+    Claude Code's ``CLAUDE_CONFIG_DIR`` is."""
+    value = ctx.environ.get(name)
+    if not value or "\0" in value or len(value) > MAX_PATH_CHARS:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = ctx.home + value[1:]
+    return os.path.normpath(value) if os.path.isabs(value) else None
+
+
 def _qwen_home(ctx: EventContext) -> str:
-    configured = ctx.environ.get("QWEN_HOME")
-    return os.path.abspath(os.path.expanduser(configured)) if configured else os.path.join(ctx.home, ".qwen")
+    return _absolute_folder(ctx, "QWEN_HOME") or os.path.join(ctx.home, ".qwen")
 
 
 def _qwen_memory_base(ctx: EventContext) -> str:
     for name in ("QWEN_CODE_MEMORY_BASE_DIR", "QWEN_RUNTIME_DIR"):
-        configured = ctx.environ.get(name)
-        if configured:
-            return os.path.abspath(os.path.expanduser(configured))
+        folder = _absolute_folder(ctx, name)
+        if folder is not None:
+            return folder
     return _qwen_home(ctx)
 
 
