@@ -61,6 +61,7 @@ class Agent(NamedTuple):
     tested_version: str
     folders: Callable[[EventContext], tuple[MemoryFolder, ...]]
     install_note: str = ""  # said after `hook install`: what the user should also set
+    settings_comments: bool = False  # its settings reader takes // and /* */ comments and a byte-order mark
 
     def settings_path(self, scope: str, cwd: str, home: str) -> str:
         """The settings file of ``scope`` ("user" or "project", the project being ``cwd``)."""
@@ -350,6 +351,7 @@ QWEN_CODE = Agent(
     events=HOOK_EVENTS,
     tested_version="0.24.4",
     folders=qwen_code_folders,
+    settings_comments=True,  # it reads settings.json with strip-json-comments, then JSON.parse
     install_note=(
         "Qwen Code recalls the same memory folders itself, beside this hook, so a memory can reach "
         "the model twice; its only switch, \"memory\": {\"enableManagedAutoMemory\": false} in "
