@@ -32,6 +32,11 @@ class RuntimePaths:
         return self.folder / "daemon.lock"
 
     @property
+    def spawn_lock(self) -> Path:
+        """Held by the hook that starts a daemon, then by that daemon for its life: one start at a time."""
+        return self.folder / "spawn.lock"
+
+    @property
     def hook_log(self) -> Path:
         return self.state / "hook.log"
 
