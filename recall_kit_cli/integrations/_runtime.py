@@ -48,6 +48,11 @@ class RuntimePaths:
     def trail(self) -> Path:
         return self.state / "trail.jsonl"
 
+    @property
+    def surfaced(self) -> Path:
+        """What the daemon delivered in each session (``_surfaced``)."""
+        return self.state / "surfaced.jsonl"
+
 
 def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> RuntimePaths:
     """$XDG_RUNTIME_DIR/recall-kit, else a per-user folder under the cache dir; state under $XDG_STATE_HOME."""

@@ -29,6 +29,7 @@ from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
 from recall_kit.limits import DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES, MAX_SESSION_ID_CHARS, PROTOCOL_MAX_LINE_BYTES
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
+from recall_kit_cli.integrations._surfaced import SurfacedRecord
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
 from recall_kit_cli.integrations.trail import Trail
 
@@ -90,6 +91,7 @@ class RecallDaemon:
         self._cache_dir = cache_dir  # the loaded settings' (None: open_recaller's default)
         self._learn = learn  # each root set's Recaller feeds the model's answers back to its sidecars
         self._trail = trail  # what each prompt got and why, for `recall-kit hook log`; None: kept nowhere
+        self._surfaced = SurfacedRecord(paths.surfaced)  # what each session got, across a restart
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -300,8 +302,8 @@ class RecallDaemon:
             del self._conversations[sid]
             await conversation.session.close()
             conversation = None
-        if conversation is None:
-            conversation = _Conversation(RecallSession(recaller.stages, sid), key)
+        if conversation is None:  # new, or known before a restart or a drop: what it got is not sent again
+            conversation = _Conversation(RecallSession(recaller.stages, sid, surfaced=self._surfaced.refs(sid)), key)
             self._conversations[sid] = conversation
         self._touch(sid)
         conversation.session.begin(query)  # begin() cuts it to what recall reads
@@ -320,6 +322,7 @@ class RecallDaemon:
         delivery = await conversation.session.consume(point)
         if delivery is None:
             return {"delivery": None}
+        self._surfaced.add(sid, delivery.refs)
         return {
             "delivery": {
                 "text": delivery.text,

@@ -56,10 +56,13 @@ def test_serve_learn_keeps_the_models_choice_for_the_next_prompt(env: Env, memor
         keys = {key[0] for key in json.loads(learned.read_text())["keys"]}
         assert {"bookkeeping", "push", "live"} <= keys and PROMPT not in learned.read_text()
         # the watched store takes the daemon's own write in; a new session's fast stage delivers it
-        def fast_delivers() -> bool:
-            begin = {"op": "begin", "session": "b", "roots": [str(memories)], "query": PROMPT}
-            got = env.request(begin, {"op": "consume", "session": "b", "point": "initial"})[1]["delivery"]
-            env.request({"op": "close_session", "session": "b"})
+        sessions = iter(range(1_000_000))
+
+        def fast_delivers() -> bool:  # a session of its own each try: a session gets a memory once
+            session = f"b{next(sessions)}"
+            begin = {"op": "begin", "session": session, "roots": [str(memories)], "query": PROMPT}
+            got = env.request(begin, {"op": "consume", "session": session, "point": "initial"})[1]["delivery"]
+            env.request({"op": "close_session", "session": session})
             return got is not None and got["phase"] == "fast" and got["refs"] == [DEPLOY]
 
         wait_for(fast_delivers, "the fast stage to deliver what was learned")
