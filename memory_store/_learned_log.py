@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_store._errors import MemoryNotFoundError, MemoryPathError, MemoryStoreError
+from memory_store._git import GitVerdict, git_would_commit
 from memory_store._fd import (
     SidecarProblem,
     kind_at,
@@ -158,6 +159,7 @@ class LearnedFile:
         self._guard = threading.Lock()  # the kept parse; processes are kept apart by the file's flock
         self._kept: _LearnedParse | None = None
         self._pruned_for: frozenset[str] | None = None  # the live paths the kept parse was last pruned by
+        self._git: tuple[tuple[object, object], GitVerdict] | None = None  # git's last answer, and what it depends on
 
     @property
     def path(self) -> str:
@@ -216,7 +218,7 @@ class LearnedFile:
                 changed.update(gone)
             return changed
 
-        self._rewrite(change, create=True)
+        self._rewrite(change, create=True, learning=True)
         return Path(self.path)
 
     def memory_gone(self, path: str) -> bool:
@@ -250,12 +252,20 @@ class LearnedFile:
             return 0  # no sidecar folder, so nothing learned
         return len(removed)
 
-    def _rewrite(self, change: Callable[[dict[str, LearnedEntry]], set[str]], *, create: bool) -> None:
-        """Read, ``change`` (which returns the paths it changed), write the change when any; under the file's lock."""
+    def _rewrite(
+        self, change: Callable[[dict[str, LearnedEntry]], set[str]], *, create: bool, learning: bool = False
+    ) -> None:
+        """Read, ``change`` (which returns the paths it changed), write the change when any; under the file's
+        lock. ``learning`` (new words, not a forgetting): refused when git could commit the file."""
         where = f"{self._root.label}/{LEARNED_PATH}"
         folder, _, name = LEARNED_PATH.rpartition("/")
         with opened_root(self._root) as root_fd, opened_folder(root_fd, [folder], where, create=create) as folder_fd:
             with file_lock(name + ".lock", dir_fd=folder_fd):
+                if learning:
+                    keep_out_of_git(folder_fd)  # our rule first, so that git is asked about the folder as we leave it
+                    refusal = self._git_refusal(folder_fd)
+                    if refusal is not None:
+                        raise MemoryPathError(f"refused {where}: {refusal}; nothing is learned in this root")
                 fd = open_current(folder_fd, name, follow=False, where=where)
                 parse = _LearnedParse(_NO_FILE, {}, {}, 0, [])
                 if fd is not None:
@@ -275,6 +285,16 @@ class LearnedFile:
                     if parse.identity != _NO_FILE:  # unchanged, or written: the parse is the file's again
                         with self._guard:
                             self._kept = parse
+
+    def _git_refusal(self, folder_fd: int) -> str | None:
+        """Why git could commit the file (it tracks it, or a rule of the repository lets it in), or None: asked
+        again whenever the repository's index or the folder's .gitignore changed since git last answered."""
+        kept = self._git
+        if kept is not None and kept[0] == _git_stamp(folder_fd, kept[1].index):
+            return kept[1].refusal
+        verdict = git_would_commit(self._root.path, LEARNED_PATH)
+        self._git = (_git_stamp(folder_fd, verdict.index), verdict)
+        return verdict.refusal
 
     def _write_changed(
         self, folder_fd: int, name: str, where: str, parse: _LearnedParse, changed: set[str]
@@ -421,6 +441,17 @@ def _read_from(fd: int, offset: int, size: int) -> bytes:
 def _grown(parse: _LearnedParse, identity: FileIdentity) -> bool:
     """Whether the file at ``identity`` is the one ``parse`` read, appended to since (same device and inode, longer)."""
     return parse.identity != _NO_FILE and parse.identity[:2] == identity[:2] and identity[2] > parse.identity[2]
+
+
+def _git_stamp(folder_fd: int, index: str | None) -> tuple[object, object]:
+    """What git's answer about the learned file depends on: the folder's .gitignore and the repository's index."""
+    found: list[object] = []
+    for name, fd in ((".gitignore", folder_fd), (index, None)):
+        try:
+            found.append(_identity(os.stat(name, dir_fd=fd, follow_symlinks=False)) if name else None)
+        except OSError:
+            found.append(None)
+    return (found[0], found[1])
 
 
 def _identity(info: os.stat_result) -> FileIdentity:

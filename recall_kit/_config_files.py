@@ -79,6 +79,8 @@ def _parse(path: Path, raw: bytes) -> ConfigFile:
         raise ConfigError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of nesting: [[[[...]]]] 600 deep
+        raise ConfigError(f"{path}: not valid TOML (nested too deeply)") from None
     return ConfigFile(path, hashlib.sha256(raw).hexdigest(), data, text)
 
 

@@ -2,8 +2,10 @@
 
 A memory the model chose and the fast stage did not deliver gains the prompt's words as learned keys;
 one the fast stage delivered and the model left out gains a suppressor for them. Only a real model
-answer teaches (no fallback, timeout, abort or rejected reference). The work runs on a thread of its
-own, off the delivery path: ``observe`` only enqueues, and drops the selection when the queue is full.
+answer teaches (no fallback, timeout, abort or rejected reference), and a word is written only once
+it came in two different turns (``SeenWords``): what it teaches waits in memory until then. The work
+runs on a thread of its own, off the delivery path: ``observe`` only enqueues, and drops the
+selection when the queue is full.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memory_store import MAX_LEARNED_TERM_CHARS, MAX_LEARNED_TERMS, LearningUpdate, MemoryDoc, MemoryStoreError
-from recall_kit._query import is_generic, prompt_words, query_tokens
+from recall_kit._query import is_generic, is_number, prompt_words, query_tokens
 from recall_kit._secrets import Redactor, looks_random, scrub_secrets
+from recall_kit._seen_words import SeenWords
 from recall_kit._telemetry import LearnEvent, Telemetry
 from recall_kit.limits import LEARN_CLOSE_WAIT_S, LEARN_MAX_PENDING
 
@@ -36,7 +39,7 @@ class PromptWords:
     """What learning may keep of a prompt: its words, never its text."""
 
     words: frozenset[str]  # every kept word: a suppressor
-    keys: tuple[str, ...]  # the specific ones (no everyday words): learned keys
+    keys: tuple[str, ...]  # the specific ones (no everyday words, no bare numbers): learned keys
     dropped: int  # secret-shaped or overlong words left out
 
 
@@ -48,7 +51,8 @@ def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
     all_words = prompt_words(query_tokens(cleaned))
     kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]
     dropped = len(prompt_words(query_tokens(prompt))) - len(kept)
-    return PromptWords(frozenset(kept), tuple(w for w in kept if not is_generic(w)), max(0, dropped))
+    keys = tuple(w for w in kept if not is_generic(w) and not is_number(w))
+    return PromptWords(frozenset(kept), keys, max(0, dropped))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class Learner:
         self._given_up = False  # close() stopped waiting: what is still queued is not learned
         self.dropped = 0  # selections not learned from because the queue was full
         self.update_ms: deque[float] = deque(maxlen=_UPDATE_TIMES)  # recent sidecar updates
+        self._seen = SeenWords()  # the learner thread's alone
+        self._refused: dict[str, str] = {}  # per root, the last refusal logged: said once, not at every answer
         self._thread = threading.Thread(target=self._run, name="recall-kit-learner", daemon=True)
         self._thread.start()
 
@@ -140,36 +146,68 @@ class Learner:
 
     def _learn(self, observed: _Observed) -> None:
         words = learnable_words(observed.prompt, self._redact)
+        turn = self._seen.turn(words.words)
         chosen = {doc.ref: doc for doc in observed.chosen}
         delivered = {doc.ref: doc for doc in observed.delivered}
         updates: dict[str, list[LearningUpdate]] = defaultdict(list)
-        taught: list[str] = []
+        taught: dict[str, None] = {}
         suppressed: list[str] = []
+        waiting = 0
         if words.words:
             for ref, doc in chosen.items():
+                self._seen.release((doc.scope, doc.path))  # it was right after all
+                ready = tuple(word for word in words.keys if word in turn.earlier)
                 if ref not in delivered and words.keys:
-                    updates[doc.scope].append(LearningUpdate(doc.path, keys=words.keys, release=words.words))
-                    taught.append(ref)
+                    for word in words.keys:
+                        if word not in turn.earlier:  # a word seen once waits for a second turn
+                            self._seen.wait_key(turn.digests[word], (doc.scope, doc.path))
+                            waiting += 1
+                if ref not in delivered and ready:
+                    updates[doc.scope].append(LearningUpdate(doc.path, keys=ready, release=words.words))
+                    taught[ref] = None
                 elif doc.learned is not None:  # a suppressor not yet in effect (taught once) is released too
                     updates[doc.scope].append(LearningUpdate(doc.path, release=words.words))  # it was right after all
             for ref, doc in delivered.items():
-                if ref not in chosen:
-                    updates[doc.scope].append(LearningUpdate(doc.path, suppress=words.words))
-                    suppressed.append(ref)
+                if ref in chosen:
+                    continue
+                if not turn.all_earlier():
+                    self._seen.wait_suppressor((doc.scope, doc.path), turn)
+                    waiting += 1
+                    continue
+                answers = 1 + self._seen.suppressor_due((doc.scope, doc.path), turn)
+                updates[doc.scope].extend([LearningUpdate(doc.path, suppress=words.words)] * answers)
+                suppressed.append(ref)
+            for word, (scope, path) in self._seen.keys_due(turn, words.keys):  # what a word taught when first seen
+                updates[scope].append(LearningUpdate(path, keys=(word,)))
+                taught[f"{scope}/{path}"] = None
         started = time.perf_counter()
+        failed: dict[str, str] = {}  # label -> why its file was not written
         for label, batch in updates.items():
             try:
                 self._store.record_learning(label, batch)
             except MemoryStoreError as exc:
-                _log.warning("learned sidecar of %s not written: %s", label, exc)
-                raise
+                failed[label] = f"{type(exc).__name__}: {exc}"
+                if self._refused.get(label) != str(exc):
+                    _log.warning("learned sidecar of %s not written: %s", label, exc)
+                    self._refused[label] = str(exc)
+            else:
+                self._refused.pop(label, None)
         duration = (time.perf_counter() - started) * 1000
+        if failed:  # what the other roots were taught stands
+            self._telemetry.emit(LearnEvent(
+                outcome="failed", reason=next(iter(failed.values()))[:200],
+                taught=tuple(ref for ref in taught if ref.partition("/")[0] not in failed),
+                suppressed=tuple(ref for ref in suppressed if ref.partition("/")[0] not in failed),
+                words=len(words.words), dropped=words.dropped, duration_ms=duration, waiting=waiting,
+            ))
+            return
         if updates:
             self.update_ms.append(duration)
+        quiet = "words seen in one turn only: kept in memory until another turn brings them" if waiting else "nothing to teach"
         self._telemetry.emit(LearnEvent(
-            outcome="learned" if updates else "skipped", reason=None if updates else "nothing to teach",
+            outcome="learned" if updates else "skipped", reason=None if updates else quiet,
             taught=tuple(taught), suppressed=tuple(suppressed), words=len(words.words), dropped=words.dropped,
-            duration_ms=duration,
+            duration_ms=duration, waiting=waiting,
         ))
 
 

@@ -57,6 +57,7 @@ class QuerySlot:
     generic: bool  # an everyday word: weak evidence that a memory applies
     term: str  # the query's own term
     run: tuple[int, int] | None = None  # a CJK bigram's run in the query, and its place in the run
+    number: bool = False  # a bare number: specific only where the memory's own text holds it
 
 
 def query_tokens(query: str) -> list[Token]:
@@ -75,6 +76,12 @@ def is_generic(word: str) -> bool:
     return word in GENERIC_WORDS
 
 
+def is_number(word: str) -> bool:
+    """Whether ``word`` is a bare number (digits, or digits joined as in 3.11): the same digits name a
+    room, a step and a ticket, so one is never learned, and is specific only where a memory's text holds it."""
+    return word.replace("_", "").isdigit()
+
+
 def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
     """The query's distinct words as ``index`` sees them; a word no document holds may match as a typo."""
     n = len(index)
@@ -86,12 +93,14 @@ def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
         seen.add(token.term)
         df = index.doc_freq(token.term)
         generic = is_generic(token.surface or token.term)
+        number = is_number(token.surface or token.term)
         by_start = _by_start(index, token.term, df)
         if df:
-            slots.append(QuerySlot(bm25_idf(n, df), (QueryTerm(token.term), *by_start), True, generic, token.term, run))
+            matches = (QueryTerm(token.term), *by_start)
+            slots.append(QuerySlot(bm25_idf(n, df), matches, True, generic, token.term, run, number))
             continue
         if by_start:
-            slots.append(QuerySlot(index.idf(by_start[0].term), by_start, True, generic, token.term, run))
+            slots.append(QuerySlot(index.idf(by_start[0].term), by_start, True, generic, token.term, run, number))
             continue
         if token.surface is None and not is_cjk_term(token.term):
             continue  # an unknown whole identifier: its parts carry it
@@ -153,10 +162,12 @@ def doc_evidence(
                 has_pair(body_pairs, a.term, b.term) for a in slots[first].matches for b in slots[second].matches
             ):
                 in_phrase.update((first, second))
-    found: list[tuple[float, bool, bool, bool, frozenset[str] | None]] = []
-    for slot in slots:  # per slot: credit, in a head field, in a core field, learned only, its terms when enrichment only
+    # per slot: credit, in a head field, in a core field, learned only, its terms when enrichment only,
+    # generic (for this document)
+    found: list[tuple[float, bool, bool, bool, frozenset[str] | None, bool]] = []
+    for slot in slots:
         credit = 0.0
-        in_learned = in_core = in_written = in_own = False  # in_written: a head field other than the learned words
+        in_learned = in_core = in_written = in_own = in_text = False  # in_written: a head field other than the learned words
         in_enrichment = False
         terms: set[str] = set()
         for match in slot.matches:
@@ -168,17 +179,19 @@ def doc_evidence(
                 in_learned = in_learned or bool(posting[LEARNED_FIELD])
                 in_core = in_core or any(posting[field] for field in CORE_FIELDS)
                 in_own = in_own or any(posting[field] for field in _OWN_TEXT)
+                in_text = in_text or any(posting[field] for field in _AUTHOR_FIELDS)
                 in_enrichment = in_enrichment or any(posting[field] for field in ENRICHMENT_FIELDS)
         only = frozenset(terms) if in_enrichment and not in_own else None
-        found.append((credit, in_written or in_learned, in_core, in_learned and not in_written, only))
-    in_entry = _in_entries(slots, [only for *_, only in found], entries or {})
-    words = _cjk_words(slots, [bool(found[i][0]) and not slot.generic for i, slot in enumerate(slots)])
+        generic = slot.generic or (slot.number and not in_text)  # a number learned or enriched is no evidence
+        found.append((credit, in_written or in_learned, in_core, in_learned and not in_written, only, generic))
+    in_entry = _in_entries(slots, [f[4] for f in found], entries or {})
+    words = _cjk_words(slots, [bool(f[0]) and not f[5] for f in found])
     return Evidence(tuple(
         SlotMatch(
-            slot.mass, credit, slot.known, slot.generic, is_cjk_term(slot.term), in_head,
+            slot.mass, credit, slot.known, generic, is_cjk_term(slot.term), in_head,
             number in in_phrase, in_core, words[number], learned_only, only is not None, number in in_entry,
         )
-        for number, (slot, (credit, in_head, in_core, learned_only, only)) in enumerate(zip(slots, found))
+        for number, (slot, (credit, in_head, in_core, learned_only, only, generic)) in enumerate(zip(slots, found))
     ))
 
 
@@ -202,6 +215,7 @@ def _in_entries(
 
 _WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})
 _OWN_TEXT = sorted(CORE_FIELDS | {BODY_FIELD, LEARNED_FIELD})  # anything but keywords and usage scenarios
+_AUTHOR_FIELDS = sorted(CORE_FIELDS | {BODY_FIELD})  # what the memory's author wrote
 
 
 def _cjk_runs(tokens: list[Token]) -> list[tuple[int, int] | None]:

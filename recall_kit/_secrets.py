@@ -130,18 +130,27 @@ def display_url(url: str | None) -> str | None:
     return None if url is None else split_url_credentials(url).shown_url
 
 
-# Key shapes: the vendors' prefixes, a JWT, a PEM block, a credential in a URL, an Authorization
+# Key shapes: the vendors' prefixes, a JWT, a PEM or PGP block, a credential in a URL, an Authorization
 # header's scheme and value, an e-mail address, and the value after a label that names a credential.
 # Their spans are blanked before a prompt's words are kept anywhere (docs/learning.md says what goes).
-_PASS_WORD = r"(?:password|passwd|passphrase|passcode|pwd)"  # a value that may hold spaces
-_LABEL = (
-    rf"(?:{_PASS_WORD}|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credentials?|authorization|auth)"
+_PASS_WORD = (  # a value that may hold spaces; the word in the languages people type prompts in most
+    r"(?:password|passwd|passphrase|passcode|pwd|passwort|kennwort|wachtwoord|contrase[ñn]a|senha|has[łl]o"
+    r"|пароль|mot\s+de\s+passe)"
 )
-# A label is a word of its own or the end of a longer name: PGPASSWORD, DB_PASSWORD, GITHUB_TOKEN.
+# "pw" and "pass" only as a word or a name's end after _ or - (DB_PASS): never "bypass" or "compass"
+_SHORT_PASS = r"\b(?:[A-Za-z0-9]+[_\-])?(?:pw|pass)\b"
+# A label is a word of its own or the end of a longer name: PGPASSWORD, DB_PASSWORD, GITHUB_TOKEN, STRIPE_KEY.
 _NAME = r"\b[A-Za-z0-9_\-]*?"
+_LABEL = (
+    rf"(?:{_NAME}(?:{_PASS_WORD}|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|[_\-]key|credentials?"
+    rf"|authorization|auth)|{_SHORT_PASS})"
+)
+_CJK_PASS_WORD = r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호|암호)"  # no space before what follows it
 _QUOTED = r"\"[^\"\n]*\"?|'[^'\n]*'?"
+_VALUE = rf"(?:{_QUOTED}|\S+)"
+_GAP = r"[^\S\n]"  # a space within the line
 _KEY_SHAPES = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
+    r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)"
     r"|\b(?:sk|pk|rk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9_\-]{12,}"
     r"|\b(?:ghp|gho|ghs|ghu|ghr|github_pat)_[A-Za-z0-9_]{16,}"
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
@@ -152,10 +161,28 @@ _KEY_SHAPES = re.compile(
     r"|[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"
     r"|(?i:\b(?:bearer|basic|digest)\s+)[A-Za-z0-9._~+/\-]{8,}=*"
     # "passphrase: purple monkey dishwasher": after a pass-word and a colon, the rest of the line
-    rf"|(?i:{_NAME}{_PASS_WORD}[\"']?\s*:(?!=)[^\n]*)"
-    # "PGPASSWORD=swordfish", "token: abc", "the admin password is X": one value, quoted or not
-    rf"|(?i:{_NAME}{_LABEL}[\"']?\s*(?::=|=|:|\s(?:is|was|are|were)\s)\s*)(?:{_QUOTED}|\S+)",
+    rf"|(?i:(?:{_NAME}{_PASS_WORD}|{_SHORT_PASS})[\"']?\s*[:：](?!=)[^\n]*)"
+    # "PGPASSWORD=swordfish", "token: abc", "password => 'abc'", "the admin password is X": one value
+    rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：]|\s(?:is|was|are|were)\s)\s*){_VALUE}"
+    # "curl -u user:X": the user and the password
+    r"|(?<![\w-])(?:-u|--user)(?:=|[^\S\n]*)[^\s:]*:\S+"
+    # "密码是X", "パスワードはX": what follows the word, up to the next space
+    rf"|{_CJK_PASS_WORD}\S*",
     re.S,
+)
+# After a label, a flag or a command, the value alone is blanked: the words before it are kept.
+_VALUE_AFTER = re.compile(
+    r"(?P<lead>"
+    # "the wifi password for the office is X": a few words between the label and its verb
+    rf"(?i:{_LABEL}(?:{_GAP}+[^\s.,;!?]+){{1,6}}?{_GAP}+(?:is|was|are|were){_GAP}+)"
+    # "--password X", "--api-key=X"
+    rf"|(?i:(?<![\w-])--(?:[A-Za-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|token|secret|key|api-key|auth)"
+    rf"(?:=|{_GAP}+))"
+    # "docker login -p X", "mysql -u root -pX", a netrc's "login u password X": a few words after the command
+    rf"|(?i:\blogin(?:{_GAP}+\S+){{0,6}}?{_GAP}+-p(?:=|{_GAP}*))"
+    rf"|(?i:\bmysql(?:{_GAP}+\S+){{0,6}}?{_GAP}+-p)"
+    rf"|(?im:^{_GAP}*password{_GAP}+|\blogin{_GAP}+\S+{_GAP}+password{_GAP}+)"
+    rf"){_VALUE}"
 )
 _CARD = re.compile(r"\b\d(?:[ \-]?\d){12,18}\b")  # 13 to 19 digits, spaced or dashed as people write them
 _CHUNK = re.compile(r"\S+")
@@ -172,6 +199,7 @@ MAX_CONSONANT_RUN = 5  # or five consonants follow each other ("strengths" has f
 def scrub_secrets(text: str) -> str:
     """``text`` with every key-shaped span, card number and random-looking token blanked: what may be kept of it."""
     text = _KEY_SHAPES.sub(" ", text)
+    text = _VALUE_AFTER.sub(lambda m: m.group("lead") + " ", text)
     text = _CARD.sub(lambda m: " " if _luhn_valid(m.group()) else m.group(), text)
     return _CHUNK.sub(lambda m: " " if looks_random(m.group()) else m.group(), text)
 

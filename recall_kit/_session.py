@@ -7,6 +7,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,11 +78,11 @@ class Delivery:
 class RecallSession:
     """Per conversation: at most one pending handle, and the refs surfaced so far; it runs ``stages``."""
 
-    def __init__(self, stages: Stages, session_id: str):
+    def __init__(self, stages: Stages, session_id: str, *, surfaced: Iterable[str] = ()):
         self.stages = stages
         self.id = session_id
         self._handle: PrefetchHandle | None = None
-        self._surfaced: dict[str, None] = {}  # ordered set of refs
+        self._surfaced: dict[str, None] = dict.fromkeys(surfaced)  # ordered set of refs: delivered already
         self._tasks: set[asyncio.Task[None]] = set()  # everything started; close() awaits it
         self._learning: asyncio.Task[None] | None = None  # a refinement past its turn, for learning only
         self._handle_ids = itertools.count(1)

@@ -104,11 +104,23 @@ def _roots(raw: Raw, name: str) -> tuple[str, ...]:
             or not all(isinstance(v, str) and v for v in value)):
         raise ConfigError(f"{raw.origin}: {name} must be a non-empty list of folder paths")
     paths = tuple(str(raw.base / os.path.expanduser(v)) if raw.base else v for v in value)
-    for path in paths:
+    for given, path in zip(value, paths):
         refusal = broad_root_refusal(path)
+        if refusal is None and not raw.users and raw.base is not None:
+            refusal = _outside_refusal(given, path, raw.base)
         if refusal is not None:
             raise ConfigError(f"{raw.origin}: {refusal}")
     return paths
+
+
+def _outside_refusal(given: str, path: str, folder: Path) -> str | None:
+    """Why an untrusted project file may not name ``path`` as a root: it lies outside the file's own folder
+    (``../private-notes``, ``~/notes``, or a symlink in the folder that leads out), or None."""
+    real, home = os.path.realpath(path), os.path.realpath(folder)
+    if real == home or real.startswith(home.rstrip(os.sep) + os.sep):
+        return None
+    return (f"root {given!r} is outside {home}, and a project file you have not trusted may name only "
+            f"folders inside its own; pass it with --root, or trust the file")
 
 
 def _folder(raw: Raw, name: str) -> Path:

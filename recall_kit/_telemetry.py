@@ -100,6 +100,7 @@ class LearnEvent:
     words: int  # words kept from the prompt (secret-shaped and overlong ones never are)
     dropped: int  # words dropped as secret-shaped or overlong
     duration_ms: float  # of the sidecar update
+    waiting: int = 0  # keys and suppressors kept in memory until their words come in another turn
     kind: Literal["learn"] = field(default="learn", init=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -117,6 +117,9 @@ DAEMON_ENRICH_CALLS_PER_MINUTE = 10.0
 # SessionStart asks the daemon for the note with its vocabulary: a root set not open by then gets
 # the note with the session's first prompt instead (its opening goes on, for that prompt).
 WRITING_NOTE_WAIT_S = 0.4
+# What was delivered in each session, kept so that a restarted daemon delivers nothing twice in one:
+# about 2,000 deliveries of 120 bytes in each of its two files.
+SURFACED_MAX_BYTES = 256 * 1024
 
 # --- settings ----------------------------------------------------------------------------------------
 
@@ -140,6 +143,12 @@ LEARN_MAX_PENDING = 256  # refined selections waiting to teach; past it one is d
 # learning only: at most one per session (a newer one cancels it) and this many per process, across
 # every session of every Recaller (a daemon's); past it the turn's refinement is cancelled, as without learning.
 LEARN_MAX_AFTER_TURN = 8
+# A word is written only once it came in two different turns; until then it is a hash in the learner's
+# memory (recall_kit/_seen_words.py). These bound that memory per learner (a daemon has one per root
+# set): about 1 MB at most. A fold of locomo-dev's replay trains on about 5,000 distinct words.
+LEARN_SEEN_WORDS = 8_192  # words of earlier turns; the least recently seen forgotten first
+LEARN_WAITING_KEYS = 4_096  # (word, memory) learned keys waiting for their word to come again
+LEARN_WAITING_SUPPRESSORS = 1_024  # suppressors waiting for all their words to come again
 LEARN_CLOSE_WAIT_S = 5.0  # Recaller.close waits this long for the learner's last update (another process may hold its lock)
 # memory_store.MAX_LEARNED_KEYS (48), MAX_SUPPRESSORS (16), MAX_LEARNED_TERMS (16) and
 # MAX_LEARNED_TERM_CHARS (40) bound what the learned sidecar keeps per memory
@@ -177,6 +186,8 @@ def broad_root_refusal(root: str, home: str | None = None) -> str | None:
     """Why ``root`` is no folder of memories (the file system root, the home folder or a folder
     above it), in one line naming it; None for any other path. The one rule every door applies
     (settings from arguments, environment and files, and every root set a daemon client names)."""
+    if "\0" in root:  # no path can hold one; os.path would raise
+        return f"root {root!r} holds a NUL character, which no folder's path can"
     real = os.path.realpath(os.path.expanduser(root))
     home_real = os.path.realpath(home if home is not None else os.path.expanduser("~"))
     if real == os.sep:

@@ -1,8 +1,10 @@
 """Edit JSON text in place: parse it with the span of every value, then splice in only what changes.
 
-Every byte outside a splice is kept as written: key order, spacing, line endings, and number literals
-such as ``1e400`` (which a parse and re-dump would turn into ``Infinity``, not JSON). Strict JSON only
-(RFC 8259: no comments, no trailing commas, no NaN).
+Every byte outside a splice is kept as written: key order, spacing, line endings, comments, and
+number literals such as ``1e400`` (which a parse and re-dump would turn into ``Infinity``, not JSON).
+Strict JSON (RFC 8259: no trailing commas, no NaN), and with ``comments`` what Qwen Code reads too:
+``//`` and ``/* */`` comments between tokens and a leading byte-order mark (its reader strips those with
+strip-json-comments, then calls JSON.parse). An edit never removes a comment outside what it replaces.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Array(Node):
     """A JSON array and its items."""
 
     items: list[Node] = field(default_factory=list)
+    commas: list[int] = field(default_factory=list)  # where the comma after each item but the last is
 
     @property
     def children(self) -> Sequence[Node | Member]:
@@ -73,6 +76,7 @@ class Object(Node):
     """A JSON object and its members, in the order written (duplicate keys kept)."""
 
     members: list[Member] = field(default_factory=list)
+    commas: list[int] = field(default_factory=list)  # where the comma after each member but the last is
 
     @property
     def children(self) -> Sequence[Node | Member]:
@@ -96,9 +100,12 @@ class Splice:
     new: str
 
 
-def parse(text: str) -> Node:
-    """The JSON value of ``text`` with its spans; JsonTextError when it is not one strict JSON value."""
-    parser = _Parser(text)
+def parse(text: str, *, comments: bool = False) -> Node:
+    """The JSON value of ``text`` with its spans; JsonTextError when it is not one strict JSON value
+    (``comments``: with comments and a leading byte-order mark allowed, as Qwen Code reads its settings)."""
+    parser = _Parser(text, comments)
+    if comments and text.startswith("\ufeff"):
+        parser.pos = 1
     node = parser.value(0)
     parser.skip()
     if parser.pos != len(text):
@@ -128,7 +135,9 @@ def edit_children(
 ) -> list[Splice]:
     """The splices that drop the children at ``removed`` (with their commas) and add ``appended`` after
     the last child kept, indented like the children around them. For an object, each appended item
-    is a ``(key, value)`` pair."""
+    is a ``(key, value)`` pair. A comment between the children stays where it is."""
+    if holds_comments(text, container):
+        return _edit_around_comments(text, container, removed, appended)
     children = container.children
     kept = [i for i in range(len(children)) if i not in removed]
     splices: list[Splice] = []
@@ -157,6 +166,126 @@ def edit_children(
         new = "".join(separator + _render_child(container, item, indent, multiline, text) for item in appended)
         splices.append(Splice(anchor.end, anchor.end, new))
     return splices
+
+
+def holds_comments(text: str, container: Array | Object) -> bool:
+    """Whether a comment stands between the container's brackets and its children (text between
+    tokens is whitespace, commas and comments only, so a slash there starts one)."""
+    edges = [container.start + 1, *(p for child in container.children for p in (child.start, child.end)), container.end - 1]
+    return any("/" in text[start:end] for start, end in zip(edges[::2], edges[1::2]))
+
+
+def _edit_around_comments(
+    text: str, container: Array | Object, removed: set[int], appended: Sequence[Any]
+) -> list[Splice]:
+    """``edit_children`` where comments stand between the children: each removed child goes with one
+    comma (and with its lines, when it has them to itself); what is added comes after the last child
+    kept and the comments on its line, or before the closing bracket. No comment is cut."""
+    children, commas = container.children, container.commas
+    kept = [i for i in range(len(children)) if i not in removed]
+    cut_commas = {commas[j] for j in range(len(children) - 1) if j in removed or (kept and j == kept[-1])}
+    reused = commas[kept[-1]] if appended and kept and kept[-1] < len(commas) else None  # the last kept's comma
+    cut_commas.discard(reused)
+    cuts = [(comma, comma + 1) for comma in cut_commas]
+    runs: list[list[int]] = []  # removed children next to each other, no comment between: cut as one
+    for i in sorted(removed):
+        if runs and runs[-1][-1] == i - 1 and "/" not in text[children[i - 1].end : children[i].start]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    cuts += [_cut_span(text, children[run[0]].start, children[run[-1]].end, cut_commas) for run in runs]
+    splices = [Splice(start, end, "") for start, end in _merged(cuts)]
+    if not appended:
+        return splices
+    nl, multiline = newline(text), "\n" in text
+    if kept:
+        anchor = children[kept[-1]]
+        line_start = _starts_line(text, anchor.start)
+        indent = _line_indent(text, anchor.start) if line_start else ""
+        items = [_render_child(container, item, indent, line_start, text) for item in appended]
+        after = anchor.end if reused is None else reused + 1
+        end = _line_end_after_comments(text, after) if line_start else None
+        if end is None:  # one line: right after the child
+            return splices + [Splice(anchor.end, anchor.end, "".join(", " + item for item in items))]
+        new = "".join(("," if n else "") + nl + indent + item for n, item in enumerate(items))
+        if reused is None and end == anchor.end:
+            return splices + [Splice(end, end, "," + new)]
+        if reused is None:  # the comma right after the child, before the comments on its line
+            splices.append(Splice(anchor.end, anchor.end, ","))
+        return splices + [Splice(end, end, new)]
+    closing = container.end - 1
+    base = _line_indent(text, container.start)
+    indent = base + indent_unit(text) if multiline else ""
+    body = ("," + nl + indent if multiline else ", ").join(
+        _render_child(container, item, indent, multiline, text) for item in appended
+    )
+    if multiline and _starts_line(text, closing):  # before the closing bracket's own line
+        at = _line_start(text, closing)
+        return splices + [Splice(at, at, indent + body + nl)]
+    if multiline:
+        return splices + [Splice(closing, closing, nl + indent + body + nl + base)]
+    spaced = text[closing - 1] in " \t"
+    return splices + [Splice(closing, closing, f"{body} " if spaced else f" {body}")]
+
+
+def _cut_span(text: str, start: int, end: int, cut_commas: set[int]) -> tuple[int, int]:
+    """The span to cut for a child at ``text[start:end]`` with its comma (when that is cut): its whole
+    lines when nothing else is on them, else the child and the spaces an insertion put beside it."""
+    line_start = _line_start(text, start)
+    after = _past_spaces(text, end)
+    comma_after = after in cut_commas
+    if comma_after:
+        after = _past_spaces(text, after + 1)
+    if not text[line_start:start].strip(" \t"):
+        for ending in ("\r\n", "\n"):
+            if text.startswith(ending, after):
+                return line_start, after + len(ending)
+    before = start
+    while before > line_start and text[before - 1] in " \t":
+        before -= 1
+    if before - 1 in cut_commas:  # the comma before it goes too: the child was the last
+        return before - 1, after if comma_after else end
+    if comma_after or before == start:
+        return start, after if comma_after else end
+    return (start, after) if after > end else (before, end)  # one of the spaces around it
+
+
+def _past_spaces(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    return pos
+
+
+def _line_end_after_comments(text: str, pos: int) -> int | None:
+    """Where the line goes on after ``pos`` past spaces and comments (a block comment may run over lines),
+    before its line ending; None when something else follows on it."""
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if text.startswith("//", pos):
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            return end - 1 if text[end - 1 : end] == "\r" else end
+        if text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            if end < 0:
+                return None
+            pos = end + 2
+            continue
+        if pos >= len(text) or text[pos] in "\r\n":
+            return pos
+        return None
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` with those that overlap or touch made one."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def replace(text: str, node: Node, value: Any) -> Splice:
@@ -208,9 +337,10 @@ def _line_indent(text: str, pos: int) -> str:
 class _Parser:
     """A recursive-descent parser of strict JSON that records each value's span."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, comments: bool = False) -> None:
         self.text = text
         self.pos = 0
+        self.comments = comments
 
     def error(self, what: str) -> JsonTextError:
         line = self.text.count("\n", 0, self.pos) + 1
@@ -218,9 +348,20 @@ class _Parser:
         return JsonTextError(f"{what} at line {line} column {column}")
 
     def skip(self) -> None:
+        """Past whitespace (and comments, when they are allowed: one left open runs to the end, as
+        strip-json-comments takes it)."""
         text, pos = self.text, self.pos
-        while pos < len(text) and text[pos] in _WHITESPACE:
-            pos += 1
+        while pos < len(text):
+            if text[pos] in _WHITESPACE:
+                pos += 1
+            elif self.comments and text.startswith("//", pos):
+                end = text.find("\n", pos)
+                pos = len(text) if end < 0 else end
+            elif self.comments and text.startswith("/*", pos):
+                end = text.find("*/", pos + 2)
+                pos = len(text) if end < 0 else end + 2
+            else:
+                break
         self.pos = pos
 
     def value(self, depth: int) -> Node:
@@ -269,6 +410,7 @@ class _Parser:
             node.items.append(self.value(depth + 1))
             self.skip()
             if self.text.startswith(",", self.pos):
+                node.commas.append(self.pos)
                 self.pos += 1
                 continue
             if self.text.startswith("]", self.pos):
@@ -298,6 +440,7 @@ class _Parser:
             node.members.append(Member(key, start, self.value(depth + 1)))
             self.skip()
             if self.text.startswith(",", self.pos):
+                node.commas.append(self.pos)
                 self.pos += 1
                 continue
             if self.text.startswith("}", self.pos):

@@ -34,6 +34,9 @@ def check_root_set(
     home_real = os.path.realpath(home if home is not None else os.path.expanduser("~"))
     existing = []
     for root in roots:
+        refusal = broad_root_refusal(root, home_real)  # first: a path holding NUL cannot even be looked at
+        if refusal is not None:
+            raise RootRefused(refusal)
         try:
             info = os.stat(root)
         except FileNotFoundError:
@@ -42,9 +45,6 @@ def check_root_set(
             raise RootRefused(f"root {root} cannot be used: {exc.strerror}") from None
         if not stat.S_ISDIR(info.st_mode):
             raise RootRefused(f"root {root} is not a folder")
-        refusal = broad_root_refusal(root, home_real)
-        if refusal is not None:
-            raise RootRefused(refusal)
         existing.append(root)
     left = max_entries
     for root in existing:

@@ -32,6 +32,11 @@ class RuntimePaths:
         return self.folder / "daemon.lock"
 
     @property
+    def spawn_lock(self) -> Path:
+        """Held by the hook that starts a daemon, then by that daemon for its life: one start at a time."""
+        return self.folder / "spawn.lock"
+
+    @property
     def hook_log(self) -> Path:
         return self.state / "hook.log"
 
@@ -42,6 +47,11 @@ class RuntimePaths:
     @property
     def trail(self) -> Path:
         return self.state / "trail.jsonl"
+
+    @property
+    def surfaced(self) -> Path:
+        """What the daemon delivered in each session (``_surfaced``)."""
+        return self.state / "surfaced.jsonl"
 
 
 def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> RuntimePaths:

@@ -4,7 +4,8 @@ Both agents read one settings shape (``hooks.<event>[].hooks[]``); what differs 
 is, the timeout's unit, the hook's name) is the agent's record in ``agents``. An entry is ours only
 when it has the exact shape ``hook_command`` writes (``type: command``, the command
 ``/abs/recall-kit hook <agent> [--root /abs/dir ...]``); nothing else is ever touched.
-The file is edited in place (``_json_edit``): every byte but our entries stays as the user wrote it.
+The file is edited in place (``_json_edit``): every byte but our entries stays as the user wrote it,
+comments included where the agent reads them (Qwen Code).
 A symlinked file keeps its link: the target is rewritten, atomically, in the target's folder. A
 read-only file is refused. Before each change the file is copied to ``settings.json.recall-kit-backup``;
 the first change of a file we had never edited also keeps it as ``settings.json.recall-kit-original``,
@@ -38,6 +39,7 @@ from recall_kit_cli.integrations._json_edit import (
     Splice,
     apply,
     edit_children,
+    holds_comments,
     parse,
     replace,
     string_value,
@@ -138,7 +140,7 @@ def installed_commands(agent: Agent, text: str) -> list[str]:
     """The commands of our entries in settings ``text``, once each, in the order written; [] when
     there are none or the text is not a JSON object."""
     try:
-        root = parse(text)
+        root = parse(text, comments=agent.settings_comments)
     except JsonTextError:
         return []
     hooks = root.get("hooks") if isinstance(root, Object) else None
@@ -209,7 +211,7 @@ def _is_current(agent: Agent, entry: Object, command: str) -> bool:
 
 def _edited(agent: Agent, text: str, command: str | None) -> str:
     """``text`` with one entry of ours per hook event running ``command``, or with none when it is None."""
-    root = parse(text)
+    root = parse(text, comments=agent.settings_comments)
     if not isinstance(root, Object):
         raise SettingsError("the file does not hold a JSON object")
     positions = [i for i, member in enumerate(root.members) if member.key == "hooks"]
@@ -237,7 +239,7 @@ def _edited(agent: Agent, text: str, command: str | None) -> str:
         else:
             splices += event_splices
     added = [(event, [_group(agent, event, command)]) for event in agent.events if event not in effective] if command else []
-    if emptied and len(emptied) == len(hooks.members) and not added:
+    if emptied and len(emptied) == len(hooks.members) and not added and not holds_comments(text, hooks):
         return apply(text, edit_children(text, root, {hooks_at}))  # only ours were in it: it goes with them
     return apply(text, splices + edit_children(text, hooks, emptied, added))
 
@@ -268,8 +270,8 @@ def _edited_event(agent: Agent, text: str, groups: Array, event: str, command: s
         else:
             splices += edit_children(text, entries, indices)
     added = [_group(agent, event, command)] if command is not None and not ours else []
-    if emptied_groups and len(emptied_groups) == len(groups.items) and not added:
-        return [], True
+    if emptied_groups and len(emptied_groups) == len(groups.items) and not added and not holds_comments(text, groups):
+        return [], True  # a list only ours filled goes with them (one a comment of the user's is in stays)
     return splices + edit_children(text, groups, emptied_groups, added), False
 
 

@@ -69,6 +69,7 @@ class Agent(NamedTuple):
     # session's first prompt when the daemon could not answer then), or with the first prompt only
     writing_note_at_start: bool = True
     writing_note_at: str = "at each session's start"
+    settings_comments: bool = False  # its settings reader takes // and /* */ comments and a byte-order mark
 
     def settings_path(self, scope: str, cwd: str, home: str) -> str:
         """The settings file of ``scope`` ("user" or "project", the project being ``cwd``)."""
@@ -291,16 +292,27 @@ def claude_code_folders(ctx: EventContext) -> tuple[MemoryFolder, ...]:
 # --- Qwen Code ---------------------------------------------------------------------------------------
 
 
+def _absolute_folder(ctx: EventContext, name: str) -> str | None:
+    """The folder the variable ``name`` names, when it is an absolute path (``~`` expanded); a relative one
+    would be taken from the project's folder, where a clone could put what it likes: ignored, as
+    Claude Code's ``CLAUDE_CONFIG_DIR`` is."""
+    value = ctx.environ.get(name)
+    if not value or "\0" in value or len(value) > MAX_PATH_CHARS:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = ctx.home + value[1:]
+    return os.path.normpath(value) if os.path.isabs(value) else None
+
+
 def _qwen_home(ctx: EventContext) -> str:
-    configured = ctx.environ.get("QWEN_HOME")
-    return os.path.abspath(os.path.expanduser(configured)) if configured else os.path.join(ctx.home, ".qwen")
+    return _absolute_folder(ctx, "QWEN_HOME") or os.path.join(ctx.home, ".qwen")
 
 
 def _qwen_memory_base(ctx: EventContext) -> str:
     for name in ("QWEN_CODE_MEMORY_BASE_DIR", "QWEN_RUNTIME_DIR"):
-        configured = ctx.environ.get(name)
-        if configured:
-            return os.path.abspath(os.path.expanduser(configured))
+        folder = _absolute_folder(ctx, name)
+        if folder is not None:
+            return folder
     return _qwen_home(ctx)
 
 
@@ -361,6 +373,7 @@ QWEN_CODE = Agent(
     writing_note_at="with each session's first prompt (its memory extractor reads the conversation, not SessionStart context)",
     index_lines=200,  # MAX_MANAGED_AUTO_MEMORY_INDEX_LINES and _BYTES in 0.24.4's bundle
     index_chars=25_000,
+    settings_comments=True,  # it reads settings.json with strip-json-comments, then JSON.parse
     install_note=(
         "Qwen Code recalls the same memory folders itself, beside this hook, so a memory can reach "
         "the model twice; its only switch, \"memory\": {\"enableManagedAutoMemory\": false} in "

@@ -49,6 +49,7 @@ from recall_kit.limits import (
 from recall_kit_cli.integrations._offloop import close_quietly, in_thread, retrieved
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
+from recall_kit_cli.integrations._surfaced import SurfacedRecord
 from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION
 from recall_kit_cli.integrations.trail import Trail
 
@@ -123,6 +124,7 @@ class RecallDaemon:
         self._noted: dict[str, None] = {}  # sessions given the writing note, the least recently noted first
         self._vocabularies: weakref.WeakKeyDictionary[Recaller, tuple[Snapshot, tuple[str, ...]]] = (
             weakref.WeakKeyDictionary())  # a root set's vocabulary, for the snapshot it was built from
+        self._surfaced = SurfacedRecord(paths.surfaced)  # what each session got, across a restart
         # root set -> its opening; in order of use, the least recently used first
         self._recallers: dict[tuple[str, ...], asyncio.Task[Recaller]] = {}
         # session id -> conversation; in order of use, the least recently used first
@@ -333,8 +335,8 @@ class RecallDaemon:
             del self._conversations[sid]
             await conversation.session.close()
             conversation = None
-        if conversation is None:
-            conversation = _Conversation(RecallSession(recaller.stages, sid), key)
+        if conversation is None:  # new, or known before a restart or a drop: what it got is not sent again
+            conversation = _Conversation(RecallSession(recaller.stages, sid, surfaced=self._surfaced.refs(sid)), key)
             self._conversations[sid] = conversation
         self._touch(sid)
         conversation.session.begin(query)  # begin() cuts it to what recall reads
@@ -390,6 +392,7 @@ class RecallDaemon:
         delivery = await conversation.session.consume(point)
         if delivery is None:
             return {"delivery": None}
+        self._surfaced.add(sid, delivery.refs)
         return {
             "delivery": {
                 "text": delivery.text,

@@ -14,6 +14,7 @@ agent's memory writer and the daemon already listens, else with the session's fi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -183,9 +184,9 @@ def _call(
     except DaemonError:
         if not autostart or listening(paths.socket):
             raise
-    # nobody listens: start the daemon, unless one holds the lock (it may be binding: wait for it)
-    holder = _lock_holder(paths)
-    spawned = _SpawnedDaemon(paths, env) if holder is None else None
+    # nobody listens: start the daemon, unless one holds the lock or another hook starts one (wait for it)
+    spawned = _spawn_once(paths, env)
+    holder = _lock_holder(paths) if spawned is None else None
     for pause in _backoff():
         if time.monotonic() + pause >= deadline:
             raise DaemonError(_not_started(paths, holder, spawned))
@@ -200,10 +201,31 @@ def _call(
 
 
 def _start_daemon(paths: RuntimePaths, env: dict[str, str]) -> None:
-    """Start the daemon when nobody listens and nobody holds its lock; never wait for it."""
+    """Start the daemon when nobody listens, nobody holds its lock and no other hook starts one; never wait for it."""
     check_socket_folder(paths.socket)  # never start one where another user could be listening
-    if not listening(paths.socket) and _lock_holder(paths) is None:
-        _SpawnedDaemon(paths, env)
+    if not listening(paths.socket):
+        _spawn_once(paths, env)
+
+
+def _spawn_once(paths: RuntimePaths, env: dict[str, str]) -> _SpawnedDaemon | None:
+    """Start the daemon unless one holds its lock or another hook is starting one (None then). The spawn
+    lock is taken without waiting and handed to the daemon started, which holds it for its life: a
+    daemon takes its own lock only once its imports are done (about a second), and 20 hooks at once
+    must not each start one meanwhile."""
+    from memory_store import open_private, private_folder  # the private-path helpers alone: cheap
+
+    private_folder(paths.folder)
+    fd = open_private(paths.spawn_lock, os.O_RDWR, create=True)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # another hook starts one, or the daemon one started still lives
+        if listening(paths.socket) or _lock_holder(paths) is not None:
+            return None
+        return _SpawnedDaemon(paths, env, spawn_lock=fd)
+    finally:
+        os.close(fd)  # the daemon's copy keeps the lock
 
 
 def _not_started(paths: RuntimePaths, holder: int | None, spawned: _SpawnedDaemon | None) -> str:
@@ -215,7 +237,8 @@ def _not_started(paths: RuntimePaths, holder: int | None, spawned: _SpawnedDaemo
             f"the daemon did not start in time: pid {holder} holds the daemon's lock {paths.lock} "
             f"but nothing answers on {paths.socket} (still starting, or stuck)"
         )
-    return f"the daemon did not start in time: another daemon took the lock {paths.lock}, then nothing answered on {paths.socket}"
+    return (f"the daemon did not start in time: another hook started it (it holds {paths.spawn_lock}), "
+            f"and nothing answered on {paths.socket} yet")
 
 
 def _lock_holder(paths: RuntimePaths) -> int | None:
@@ -253,7 +276,7 @@ def _backoff() -> Any:
 class _SpawnedDaemon:
     """A `recall-kit serve` this hook started, its stderr appended to the daemon log."""
 
-    def __init__(self, paths: RuntimePaths, env: dict[str, str]) -> None:
+    def __init__(self, paths: RuntimePaths, env: dict[str, str], *, spawn_lock: int) -> None:
         self.log_path = paths.daemon_log
         log = open_log(paths.daemon_log)
         try:
@@ -267,6 +290,7 @@ class _SpawnedDaemon:
                 cwd="/",
                 start_new_session=True,  # outlives the hook and is not killed with the agent's process group
                 close_fds=True,
+                pass_fds=(spawn_lock,),  # inherited, never used: the lock is held while the daemon lives
             )
         finally:
             os.close(log)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import hashlib
+import hmac
+import os
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -142,21 +145,40 @@ def ref_uri(ref: str) -> str:
     return URI_SCHEME + "/".join(quote(part, safe="") for part in ref.split("/"))
 
 
-def page_cursor(ref: str) -> str:
-    """The opaque cursor of the page after ``ref``: a page starts after a ref, not at an offset, so a
-    memory added or removed between two pages never makes another one be skipped or listed twice."""
-    return base64.urlsafe_b64encode(ref.encode("utf-8", "surrogateescape")).decode("ascii")
+class PageCursors:
+    """The opaque cursors of resource pages: the ref a page starts after, signed with a key this server
+    drew at random, so a cursor it did not make (any base64 that round-trips, or one of another server
+    process) is refused as INVALID_PARAMS, as the spec asks. A page starts after a ref, not at an
+    offset, so a memory added or removed between two pages never makes another one be skipped or listed twice."""
+
+    TAG_BYTES = 16
+
+    def __init__(self) -> None:
+        self._key = os.urandom(32)
+
+    def after(self, ref: str) -> str:
+        """The cursor of the page after ``ref``."""
+        raw = ref.encode("utf-8", "surrogateescape")
+        return _b64(raw) + "." + _b64(self._tag(raw))
+
+    def ref(self, cursor: str) -> str:
+        """The ref ``cursor`` resumes after; MCPError (INVALID_PARAMS) for a cursor this server did not make."""
+        body, _, tag = cursor.rpartition(".")
+        try:
+            raw = base64.urlsafe_b64decode(body.encode("ascii"))
+            given = base64.urlsafe_b64decode(tag.encode("ascii"))
+        except (ValueError, binascii.Error):
+            raw = given = b""
+        if not hmac.compare_digest(given, self._tag(raw)) or self.after(raw.decode("utf-8", "surrogateescape")) != cursor:
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"invalid cursor {cursor[:40]!r}: not one this server made")
+        return raw.decode("utf-8", "surrogateescape")
+
+    def _tag(self, raw: bytes) -> bytes:
+        return hmac.new(self._key, raw, hashlib.sha256).digest()[: self.TAG_BYTES]
 
 
-def _after_ref(cursor: str) -> str:
-    """The ref a cursor resumes after; INVALID_PARAMS (as the spec asks) for one we did not make."""
-    try:
-        ref = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8", "surrogateescape")
-    except (ValueError, binascii.Error):
-        ref = None
-    if ref is None or page_cursor(ref) != cursor:  # the decoder skips stray characters: ours round-trip
-        raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"invalid cursor {cursor[:40]!r}")
-    return ref
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii")
 
 
 class RecallMCPServer(MCPServer):
@@ -165,6 +187,7 @@ class RecallMCPServer(MCPServer):
     def __init__(self, service: MemoryService) -> None:
         super().__init__("recall-kit", instructions=_INSTRUCTIONS, log_level="WARNING", version=version("recall-kit"))
         self.service = service
+        self.cursors = PageCursors()
         self._register_tools()
 
     async def list_resources(self) -> list[mcp_types.Resource]:
@@ -178,7 +201,7 @@ class RecallMCPServer(MCPServer):
         """Up to ``limit`` resources in ref order, after the one ``cursor`` names, and the next page's cursor."""
         docs = self.service.store.snapshot().docs
         refs = sorted(docs)
-        start = 0 if cursor is None else bisect.bisect_right(refs, _after_ref(cursor))
+        start = 0 if cursor is None else bisect.bisect_right(refs, self.cursors.ref(cursor))
         end = len(refs) if limit is None else start + limit
         page = refs[start:end]
         resources = [
@@ -188,7 +211,7 @@ class RecallMCPServer(MCPServer):
             )
             for ref in page
         ]
-        return resources, page_cursor(page[-1]) if page and end < len(refs) else None
+        return resources, self.cursors.after(page[-1]) if page and end < len(refs) else None
 
     async def _handle_list_resources(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None

@@ -7,13 +7,18 @@ timing and the model's fallback reason), and one per memory version its backgrou
 handled (the ref, the outcome, the term counts: never the memory's text or terms). The file is ``trail.jsonl`` in the state folder, private
 (0600, this user's, never through a symlink: ``_runtime.open_log``), rotated past
 ``TRAIL_MAX_BYTES`` into one old file. It holds no prompt text unless ``RECALL_KIT_TRAIL_PROMPTS=1``
-(then the first ``TRAIL_PROMPT_CHARS`` characters); ``RECALL_KIT_TRAIL=0`` turns it off.
+(then the first ``TRAIL_PROMPT_CHARS`` characters), and of a model's failure only its kind and
+status, never the server's words (an error body can echo the request, prompt and all);
+``RECALL_KIT_TRAIL=0`` turns it off. Every line read back is untrusted: one that is not what the
+daemon writes (a time of 1e20, roots that are a number) is left out, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -68,7 +73,7 @@ class Trail:
                 "kind": "recall", "session": event.session_id, "handle": event.handle_id, "settled": event.settled,
                 "strategy": event.strategy, "selected": event.docs_selected, "scanned": event.docs_scanned,
                 "fast_ms": _ms(event.fast_ms), "model_ms": _ms(event.model_ms),
-                "fallback": str(event.fallback) if event.fallback is not None else None,
+                "fallback": _fallback_kind(event.fallback) if event.fallback is not None else None,
                 "model_skipped": bool(getattr(event, "model_skipped", False)),
             })
 
@@ -87,6 +92,19 @@ class Trail:
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+_STATUS = re.compile(r"HTTP (\d{3})\b|transport error: (\w+)")
+
+
+def _fallback_kind(fallback: Any) -> str:
+    """A model stage's fallback as the trail keeps it: its kind, with the HTTP status or the transport
+    error's class (``http_error (HTTP 500)``, ``unreachable (ConnectError)``), never the reason's text."""
+    kind = str(getattr(fallback, "kind", "fallback"))
+    found = _STATUS.match(str(getattr(fallback, "reason", "")))
+    if found is None:
+        return kind
+    return f"{kind} (HTTP {found.group(1)})" if found.group(1) else f"{kind} ({found.group(2)})"
 
 
 @dataclass
@@ -124,31 +142,44 @@ def read_trail(path: Path, *, limit: int, session: str | None = None) -> list[Pr
         if not isinstance(sid, str) or (session is not None and sid != session):
             continue
         if record.get("kind") == "begin":
+            roots = record.get("roots")
             prompt = PromptTrail(
-                float(record.get("t") or 0), sid, [str(r) for r in record.get("roots") or []],
-                record.get("prompt_chars"), record.get("prompt"),
+                record["t"], sid, [r for r in roots if isinstance(r, str)] if isinstance(roots, list) else [],
+                _count(record.get("prompt_chars")), _text(record.get("prompt")),
             )
             prompts.append(prompt)
             waiting[sid] = prompt
             continue
         if record.get("kind") == "refused":
             if sid in waiting:
-                waiting.pop(sid).refused = str(record.get("reason"))
+                waiting.pop(sid).refused = _text(record.get("reason")) or "refused"
             continue
         handle = record.get("handle")
-        if not isinstance(handle, int):
+        if not isinstance(handle, int) or isinstance(handle, bool):
             continue
         entry = bound.get((sid, handle))
         if entry is None:
             entry = waiting.pop(sid, None)
             if entry is None:  # its begin is in a file rotated away
-                entry = PromptTrail(float(record.get("t") or 0), sid)
+                entry = PromptTrail(record["t"], sid)
                 prompts.append(entry)
             bound[(sid, handle)] = entry
         if record.get("kind") == "delivery":
-            entry.deliveries.append({k: record.get(k) for k in ("point", "phase", "strategy", "refs", "reason", "latency_ms")})
+            refs = record.get("refs")
+            entry.deliveries.append({
+                **{k: _text(record.get(k)) for k in ("point", "phase", "strategy", "reason")},
+                "refs": [r for r in refs if isinstance(r, str)] if isinstance(refs, list) else [],
+                "latency_ms": _number(record.get("latency_ms")),
+            })
         elif record.get("kind") == "recall":
-            entry.recall = {k: record.get(k) for k in ("settled", "strategy", "selected", "scanned", "fast_ms", "model_ms", "fallback", "model_skipped")}
+            settled = record.get("settled")
+            entry.recall = {
+                "settled": settled if isinstance(settled, bool) else None,
+                **{k: _text(record.get(k)) for k in ("strategy", "fallback")},
+                **{k: _count(record.get(k)) for k in ("selected", "scanned")},
+                **{k: _number(record.get(k)) for k in ("fast_ms", "model_ms")},
+                "model_skipped": record.get("model_skipped") is True,
+            }
     return prompts[-limit:] if limit > 0 else []
 
 
@@ -156,7 +187,8 @@ def read_enrichments(path: Path, *, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` background enrichments the trail holds (its old file first), oldest first:
     each with its time, ref, outcome (enriched, failed, preempted), reason and term counts."""
     found = [
-        {key: record.get(key) for key in ("t", "ref", "outcome", "reason", "keywords", "usage_scenarios", "ms")}
+        {"t": record["t"], "ref": record["ref"], **{k: _text(record.get(k)) for k in ("outcome", "reason")},
+         **{k: _count(record.get(k)) for k in ("keywords", "usage_scenarios")}, "ms": _number(record.get("ms"))}
         for record in _records(path.with_name(path.name + ".1")) + _records(path)
         if record.get("kind") == "enrich" and isinstance(record.get("ref"), str)
     ]
@@ -176,6 +208,24 @@ def describe_enrichment(record: dict[str, Any]) -> str:
     return f"{when}  {record.get('ref')}  {what}  ({record.get('ms')} ms)"
 
 
+_LAST_TIME = 253_402_300_799.0  # 9999-12-31 UTC: a later "time" is no time a clock can show
+
+
+def _number(value: object) -> float | None:
+    """``value`` when it is a finite number (a JSON bool is not one), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
     try:
         fd = open_private(path)
@@ -189,10 +239,11 @@ def _records(path: Path) -> list[dict[str, Any]]:
     for line in data.decode("utf-8", "replace").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash or a rotation
-        if isinstance(record, dict):
-            records.append(record)
+        except (ValueError, RecursionError):
+            continue  # a line cut by a crash or a rotation, or one we never wrote
+        when = _number(record.get("t")) if isinstance(record, dict) else None
+        if when is not None and 0 <= when <= _LAST_TIME:  # a planted 1e20 or "soon" is no line of ours
+            records.append({**record, "t": when})
     return records
 
 

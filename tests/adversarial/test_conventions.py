@@ -3,6 +3,7 @@ and pages its resources; usage is printed as lines; a closed pipe is a normal en
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from importlib.metadata import version
@@ -76,7 +77,8 @@ def test_the_mcp_server_names_its_version_and_what_each_tool_does(tmp_path: Path
 
 @needs_mcp
 def test_resources_are_listed_a_page_at_a_time_with_a_cursor(tmp_path: Path) -> None:
-    from mcp.types import PaginatedRequestParams
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS, PaginatedRequestParams
 
     from recall_kit_cli.integrations.mcp_server import RESOURCE_PAGE_SIZE
 
@@ -93,16 +95,41 @@ def test_resources_are_listed_a_page_at_a_time_with_a_cursor(tmp_path: Path) -> 
             cursor = result.next_cursor
             if cursor is None:
                 break
-        try:
-            await session.list_resources(params=PaginatedRequestParams(cursor="not a cursor of ours"))
-        except Exception as exc:  # the SDK raises its MCPError with the server's message
-            refused.append(str(exc))
+        made.append(first_next)
+        for forged in ("not a cursor of ours", base64.urlsafe_b64encode(refs[10].encode()).decode(),
+                       first_next.rpartition(".")[0] + "." + base64.urlsafe_b64encode(b"\0" * 16).decode(),
+                       base64.urlsafe_b64encode(refs[10].encode()).decode() + "." + first_next.rpartition(".")[2]):
+            try:
+                await session.list_resources(params=PaginatedRequestParams(cursor=forged))
+            except MCPError as exc:  # the SDK raises the server's error, with its code
+                refused.append((exc.error.code, exc.error.message))
 
+    first_next = ""
+    made: list[str] = []
+
+    async def first_page(session: ClientSession) -> None:
+        nonlocal first_next
+        first_next = (await session.list_resources()).next_cursor or ""
+
+    _mcp_session(root, first_page, info=[])
     _mcp_session(root, body, info=[])
 
     assert [len(page) for page in pages] == [RESOURCE_PAGE_SIZE, RESOURCE_PAGE_SIZE, 7]
     assert [name for page in pages for name in page] == sorted(refs)
-    assert refused and "cursor" in refused[0]
+    # a cursor it did not make: nonsense, a ref that round-trips through base64, a tag of zeros, another
+    # ref under a real tag, and (made) a real cursor of another server process
+    assert len(refused) == 4 and all(code == INVALID_PARAMS and "cursor" in message for code, message in refused)
+
+    stale: list[tuple[int, str]] = []
+
+    async def other_process(session: ClientSession) -> None:
+        try:
+            await session.list_resources(params=PaginatedRequestParams(cursor=made[0]))
+        except MCPError as exc:
+            stale.append((exc.error.code, exc.error.message))
+
+    _mcp_session(root, other_process, info=[])
+    assert stale and stale[0][0] == INVALID_PARAMS
 
 
 # --- usage ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,139 @@ def test_one_agents_uninstall_leaves_the_other_agents_entries_alone(env: Env, me
     assert env.run("hook", "uninstall", "qwen-code").returncode == 0
 
     assert qwen.read_text() == text
+
+
+# A settings file as a Qwen Code user may write it: Qwen Code reads it with strip-json-comments, then
+# JSON.parse (checked in its 0.24.4 bundle), so // and /* */ comments and a byte-order mark are valid.
+COMMENTED_FILE = """\ufeff{
+    // my settings, by hand
+    "model": {"name": "qwen3-coder"}, /* the one that works offline */
+    "ratio": 1.50, // kept as written
+    "url": "http://example.org/* not a comment */",
+    "hooks": {
+        /* the notifier first */
+        "Stop": [
+            {"hooks": [{"type": "command", "command": "/opt/notifier hook claude-code --sound"}]} // sound
+        ]
+        // the end of my hooks
+    }
+}
+/* a comment left open at the end runs to the end, as strip-json-comments reads it"""
+
+
+def _jsonc(text: str) -> Any:
+    """The document as Qwen Code reads it: comments and a byte-order mark stripped, then strict JSON.
+    A test-side reader of its own (a tokenizer of strings and comments), not recall-kit's parser."""
+    out, i, in_string = [], 0, False
+    text = text.removeprefix("\ufeff")
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\":
+                out.append(text[i + 1])
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end < 0 else end + 2
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return _strict_json("".join(out))
+
+
+@pytest.mark.parametrize("line_ending", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_commented_qwen_code_settings_file_is_installed_into_and_given_back_byte_for_byte(
+    env: Env, memories: Path, line_ending: str
+) -> None:
+    agent = AGENTS["qwen-code"]
+    original = COMMENTED_FILE.replace("\n", line_ending)
+    path = _write_settings(env, agent, original)
+    assert _jsonc(original)["hooks"]["Stop"][0]["hooks"][0]["command"] == NOTIFIER
+
+    installed = env.run("hook", "install", agent.name, "--root", str(memories))
+
+    assert installed.returncode == 0, installed.stderr
+    text = path.read_bytes().decode()
+    matcher = difflib.SequenceMatcher(None, original, text, autojunk=False)
+    assert {op for op, *_ in matcher.get_opcodes()} <= {"equal", "insert"}, text  # every byte kept, in order
+    settings = _jsonc(text)
+    assert all(len(_ours(settings, event)) == 1 for event in EVENTS) and NOTIFIER in _commands(settings, "Stop")
+    assert settings["model"] == {"name": "qwen3-coder"} and settings["url"] == "http://example.org/* not a comment */"
+    again = env.run("hook", "install", agent.name, "--root", str(memories))  # nothing to change: nothing changes
+    assert again.returncode == 0 and path.read_bytes().decode() == text
+    assert env.run("hook", "uninstall", agent.name).returncode == 0
+    assert path.read_bytes() == original.encode()
+
+
+def test_comments_beside_our_entries_stay_when_they_are_removed(env: Env, memories: Path) -> None:
+    agent = AGENTS["qwen-code"]
+    path = _write_settings(env, agent, '{\n  "model": {"name": "m"}\n}\n')
+    assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0
+    # the user annotates the file around what we wrote, and adds a hook of their own after ours
+    text = path.read_text().replace('    "Stop": [', '    // before Stop\n    "Stop": [  // ours follow\n', 1)
+    text = text.replace('"hooks": {', '"hooks": { /* mine and recall-kit\'s */', 1)
+    text = text.replace('\n  }\n}', ',\n    // my own\n    "Notification": [{"hooks": [{"type": "command", "command": "beep"}]}]\n  }\n}')
+    path.write_text(text)
+    assert _jsonc(text)["hooks"]["Notification"][0]["hooks"][0]["command"] == "beep"
+
+    assert env.run("hook", "uninstall", agent.name).returncode == 0
+
+    left = path.read_text()
+    settings = _jsonc(left)
+    # a list only our entries filled goes with them, unless the user wrote a comment in it
+    assert settings["hooks"] == {"Stop": [], "Notification": [{"hooks": [{"type": "command", "command": "beep"}]}]}
+    assert "UserPromptSubmit" not in left
+    for comment in ("// before Stop", "// ours follow", "/* mine and recall-kit's */", "// my own"):
+        assert comment in left, left
+    assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0  # and in again
+    assert all(len(_ours(_jsonc(path.read_text()), event)) == 1 for event in EVENTS)
+
+
+def test_claude_codes_settings_with_a_comment_are_still_refused_as_it_reads_none(env: Env, memories: Path) -> None:
+    agent = AGENTS["claude-code"]
+    path = _write_settings(env, agent, '{\n  // a comment\n  "model": "opus"\n}\n')
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
+    _one_line_error(result, "is not valid JSON", "line 2 column 3")
+    assert path.read_text() == '{\n  // a comment\n  "model": "opus"\n}\n'
+
+
+def test_comments_anywhere_between_tokens_survive_an_install_and_its_uninstall() -> None:
+    import random
+
+    from recall_kit_cli.integrations.agent_settings import with_our_hooks, without_our_hooks
+
+    agent, command = AGENTS["qwen-code"], "/opt/rk/bin/recall-kit hook qwen-code"
+    bases = [PLAIN_FILE, '{"model": {"name": "m"}}', '{\n  "a": [1, 2]\n}\n',
+             json.dumps({"x": 1, "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "beep"}]}]}}, indent=2)]
+    comments = [" /* c */ ", "// line\n", "\n// own line\n", "/* multi\nline */", " // tail\n"]
+    rng = random.Random(7)
+    tried = 0
+    while tried < 300:
+        text = rng.choice(bases)
+        for _ in range(rng.randint(1, 4)):  # a comment where whitespace may go: after , : [ { or before ] }
+            places = [m.end() for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[,:\[{]', text) if m.group() in ",:[{"]
+            places += [m.start() for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\]}]', text) if m.group() in "]}"]
+            at = rng.choice(places)
+            text = text[:at] + rng.choice(comments) + text[at:]
+        try:
+            _jsonc(text)
+        except ValueError:
+            continue  # a line comment that swallowed a token: no file Qwen Code reads either
+        tried += 1
+        installed = with_our_hooks(agent, text, command)
+        assert all(len(_ours(_jsonc(installed), event)) == 1 for event in EVENTS), installed
+        ops = {op for op, *_ in difflib.SequenceMatcher(None, text, installed, autojunk=False).get_opcodes()}
+        assert ops <= {"equal", "insert"}, (text, installed)
+        assert with_our_hooks(agent, installed, command) == installed
+        assert without_our_hooks(agent, installed) == text, (text, installed)

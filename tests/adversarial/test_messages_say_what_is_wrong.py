@@ -76,6 +76,29 @@ def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_file(cwd: Path) -
     assert "invalid" in shown.stdout and "recall-kit.toml: not UTF-8 (invalid byte at offset 13)" in shown.stdout
 
 
+@pytest.mark.parametrize("text", [
+    "roots = " + "[" * 600 + "]" * 600 + "\n",  # tomllib recurses once a level: RecursionError
+    "x = " + "{a = " * 400 + "1" + "}" * 400 + "\n",
+], ids=["array-600-deep", "table-400-deep"])
+def test_a_project_file_nested_too_deep_is_one_line_in_every_command(cwd: Path, text: str) -> None:
+    (cwd / "recall-kit.toml").write_text(text)
+    for command in (("list",), ("query", "anything", "--root", str(EXAMPLES)), ("validate",)):
+        result = run_recall_kit(*command, cwd=cwd)
+        assert_one_line_error(result, "recall-kit.toml: not valid TOML (nested too deeply)")
+    shown = run_recall_kit("config", cwd=cwd)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr and "nested too deeply" in shown.stdout
+
+
+def test_a_root_holding_nul_is_one_line_from_a_file_and_from_a_daemon_client(cwd: Path, env: Env, daemon: Daemon) -> None:  # noqa: F811
+    (cwd / "recall-kit.toml").write_text('roots = ["notes\\u0000x"]\n')
+    for command in (("list",), ("query", "anything")):
+        result = run_recall_kit(*command, cwd=cwd)
+        assert_one_line_error(result, "holds a NUL character")
+    answer = env.request({"op": "begin", "session": "s", "roots": ["/tmp/a\u0000b"], "query": "deploy"})[0]
+    assert answer["ok"] is False and "holds a NUL character" in answer["error"]
+    assert env.request({"op": "status"})[0]["ok"] is True  # the daemon goes on
+
+
 def test_a_settings_file_that_is_not_utf8_is_refused_untouched(env: Env, tmp_path: Path) -> None:
     settings = Path(env.vars["HOME"]) / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True)

@@ -41,6 +41,7 @@ QUERIES = [
     *EVAL_QUERIES,
     ("q7", "ship it to staging", ["deploy.md"], "paraphrase"),
     ("q8", "a good sourdough recipe", [], "negative"),
+    ("q9", "ship the release to staging", ["deploy.md"], "paraphrase"),  # q7's words again: fold 1, q7's is 4
 ]
 
 
@@ -260,11 +261,16 @@ def test_replay_learns_from_the_oracle_and_repeats_what_it_was_taught(dataset_di
     report = run_replay(dataset, settings=ReplaySettings(repeat=True))
     data = report.as_dict()
     assert sum(f["unsettled"] + f["fallbacks"] + f["learn_dropped"] for f in data["folds"]) == 0
-    assert all(f["sidecar_bytes"] > 0 for f in data["folds"])  # something was learned in every fold
-    assert all(0 < f["learned_memories"] <= len(MEMORIES) for f in data["folds"])  # memories, not log lines
-    # "ship it to staging" shares no word with deploy.md; once taught, its repeat is delivered
-    repeated = [o for o in report.repeat_outcomes if o.query.id == "q7"]
-    assert repeated and all("memories/deploy.md" in o.delivered for o in repeated)
+    # "ship it to staging" shares no word with deploy.md; once its words came in two training turns (q7's
+    # and q9's: every fold but 1 and 4, where one of them is measured), its repeat is delivered
+    both = {f.fold for f in report.folds if not {fold_of("q7", 5), fold_of("q9", 5)} & {f.fold}}
+    assert both == {0, 2, 3}
+    assert all((f["sidecar_bytes"] > 0) == (f["fold"] in both) for f in data["folds"])
+    assert all(0 < f["learned_memories"] <= len(MEMORIES) for f in data["folds"] if f["fold"] in both)  # memories
+    for fold in report.folds:
+        repeated = [o for o in fold.repeat if o.query.id == "q7"]
+        if fold.fold != fold_of("q7", 5):
+            assert [("memories/deploy.md" in o.delivered) for o in repeated] == [fold.fold in both]
     assert data["repeat"]["strict_delivery"] >= data["baseline"]["strict_delivery"]
     with contextlib.closing(FastHeuristic(dataset.snapshot)) as heuristic:  # the dataset itself was not written to
         assert [o.delivered for o in run(dataset, fast_deliver(heuristic))] == [

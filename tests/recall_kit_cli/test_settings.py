@@ -15,15 +15,14 @@ def _refs(result: object) -> set[str]:
 
 
 def test_roots_come_from_the_environment_variable_then_the_config_file(run_cli: RunCli, tmp_path: Path) -> None:
-    other = tmp_path / "other"
+    project = tmp_path / "project"
+    other = project / "other"  # inside the project file's folder, as an untrusted file's roots must be
     (other / "user").mkdir(parents=True)
     (other / "user" / "a.md").write_text("---\nname: A\ndescription: a\ntype: user\n---\n")
     env = clean_environ(RECALL_KIT_ROOTS=os.pathsep.join([str(EXAMPLES), str(other)]))
     from_env = _refs(run_cli("list", "--json", env=env))
     assert "other/user/a.md" in from_env and len(from_env) == 28
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "recall-kit.toml").write_text('roots = ["../other"]\n')
+    (project / "recall-kit.toml").write_text('roots = ["other"]\n')
     assert _refs(run_cli("list", "--json", cwd=project)) == {"other/user/a.md"}
     assert len(_refs(run_cli("list", "--json", cwd=project, env=env))) == 28  # the variable wins
     assert _refs(run_cli("list", "--json", "--root", str(EXAMPLES), cwd=project, env=env)) == from_env - {
@@ -42,8 +41,8 @@ def test_roots_of_the_wrong_shape_in_the_config_file_are_one_line(run_cli: RunCl
 
 
 def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: RunCli, tmp_path: Path) -> None:
-    (tmp_path / "cwd" / "recall-kit.toml").write_text(
-        f'roots = ["{EXAMPLES}"]\n[selector]\nmodel = "from-file"\ntimeout = 12\n')
+    (tmp_path / "cwd" / "notes").mkdir()
+    (tmp_path / "cwd" / "recall-kit.toml").write_text('roots = ["notes"]\n[selector]\nmodel = "from-file"\ntimeout = 12\n')
     env = clean_environ(RECALL_KIT_BASE_URL="http://user:hunter2@127.0.0.1:9/v1", RECALL_KIT_API_KEY=API_KEY)
     text = run_cli("config", env=env)
     data = json_out(run_cli("config", "--json", env=env))
@@ -52,7 +51,7 @@ def test_config_shows_every_setting_with_its_source_and_never_the_key(run_cli: R
     project = tmp_path / "cwd" / "recall-kit.toml"
     assert data["model"] == {"value": "from-file", "source": f"project file {project} (untrusted) [selector] model"}
     assert data["timeout"]["value"] == "12" and data["api_key"]["value"] == "***"
-    assert data["roots"] == {"value": str(EXAMPLES), "source": f"project file {project} (untrusted) roots"}
+    assert data["roots"] == {"value": str(tmp_path / "cwd" / "notes"), "source": f"project file {project} (untrusted) roots"}
     assert data["config_file"] == {"value": str(project), "source": "project file, untrusted"}
     assert data["cache_dir"]["source"] == "environment variable RECALL_KIT_CACHE_DIR"
     lines = text.stdout.splitlines()

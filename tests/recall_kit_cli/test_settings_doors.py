@@ -4,6 +4,8 @@ config, enrich, bench)."""
 
 from __future__ import annotations
 
+import json
+
 import shutil
 import subprocess
 import sys
@@ -188,7 +190,8 @@ def test_a_key_in_the_wrong_table_or_misspelt_is_named_with_what_was_meant(
     ]
 
 
-def test_query_with_learning_on_learns_from_the_model(tmp_path: Path) -> None:
+def test_query_with_learning_on_writes_nothing_from_its_one_turn(tmp_path: Path) -> None:
+    # a word is written once it came in two turns of one learner; a query is one turn in a process of its own
     memories = tmp_path / "memories"
     shutil.copytree(EXAMPLES, memories)
     cwd = tmp_path / "cwd"
@@ -196,9 +199,9 @@ def test_query_with_learning_on_learns_from_the_model(tmp_path: Path) -> None:
     prompt = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
     with ScriptedChatServer(default=Reply.select("memories/projects/ledgerline/deploy.md")) as server:
         env = clean_environ(RECALL_KIT_LEARN="1", RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
-        result = _run("query", prompt, "--root", str(memories), "--json", cwd=cwd, env=env)
-    assert result.returncode == 0, result.stderr
-    learned = memories / ".recall-kit" / "learned.jsonl"
-    assert learned.exists(), "the query's model answer taught nothing"
-    text = learned.read_text()
-    assert "projects/ledgerline/deploy.md" in text and "bookkeeping" in text and prompt not in text
+        for _ in range(2):
+            result = _run("query", prompt, "--root", str(memories), "--json", cwd=cwd, env=env)
+            assert result.returncode == 0, result.stderr
+            assert [d["ref"] for d in json.loads(result.stdout)["refined"]["docs"]] == ["memories/projects/ledgerline/deploy.md"]
+        assert len(server.requests) == 2  # the model answered both, and learning saw each
+    assert not (memories / ".recall-kit" / "learned.jsonl").exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recall_kit import LearnEvent, Recaller, SelectorConfig, open_recaller
+from recall_kit import LearnEvent, Recaller, SelectorConfig, learnable_words, open_recaller
 from recall_kit._session import AFTER_TURN
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import LEARN_MAX_AFTER_TURN
@@ -32,10 +32,16 @@ def server() -> Iterator[ScriptedChatServer]:
 
 
 def _recaller(root: Path, server: ScriptedChatServer, log: EventLog, *, learn: bool = True) -> Recaller:
-    return open_recaller(
+    recaller = open_recaller(
         [root], watch=False, use_cache=False, learn=learn, telemetry=Telemetry(log),
         selector=SelectorConfig(base_url=server.base_url, model="scripted"),
     )
+    if recaller.learner is not None:
+        # the prompts' words came in an earlier turn (a word is written only then): what a turn here
+        # teaches is written at once, as these tests are about when it teaches, not which words
+        for prompt in (ONCALL_PARAPHRASE, TEA_PARAPHRASE):
+            recaller.learner._seen.turn(learnable_words(prompt).words)
+    return recaller
 
 
 def _learns(log: EventLog) -> list[LearnEvent]:

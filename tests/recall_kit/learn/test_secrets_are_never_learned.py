@@ -30,6 +30,30 @@ def _kept(prompt: str) -> set[str]:
         ("token Xk9mP2vL5qR8tZ3 fails", {"xk9mp2vl5qr8tz3", "xk9mp2vl5qr8tz"}),
         ("mail priya.shah@example.com about it", {"priya", "shah", "example"}),
         ("charge card 4111 1111 1111 1111 again", {"4111"}),
+        # the forms an adversarial pass found kept as learned words
+        ("SECRET_KEY=gravelmoon ./manage.py", {"gravelmoon"}),
+        ("ENCRYPTION_KEY=gravelmoon", {"gravelmoon"}),
+        ("export STRIPE_KEY=gravelmoon", {"gravelmoon"}),
+        ("MY_APP_KEY=lettersonlyvalue", {"lettersonlyvalue"}),
+        ("the wifi password for the office is gravelmoon", {"gravelmoon"}),
+        ("run the migration with --password gravelmoon", {"gravelmoon"}),
+        ("machine example.com login bob password gravelmoon", {"gravelmoon"}),
+        ("machine example.com\n  login bob\n  password gravelmoon\n", {"gravelmoon"}),
+        ("config = {password => 'gravelmoon'}", {"gravelmoon"}),
+        ("curl -u alice:gravelmoon https://api.example.org", {"gravelmoon"}),
+        ("docker login -p gravelmoon registry.example.org", {"gravelmoon"}),
+        ("mysql -u root -pgravelmoon shop", {"gravelmoon", "pgravelmoon"}),
+        ("pw: gravelmoon", {"gravelmoon"}),
+        ("smtp pass: gravelmoon", {"gravelmoon"}),
+        (
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGVsb2dyYXZlbG1vb24\ngravelmoon\n-----END PGP PRIVATE KEY BLOCK-----",
+            {"gravelmoon", "lqoybgvsb2dyyxzlbg1vb24"},
+        ),
+        ("пароль: синийбанан", {"синийбанан"}),
+        ("Passwort: blaubanane", {"blaubanane"}),
+        ("le mot de passe: bananebleue", {"bananebleue"}),
+        ("密码是蓝香蕉", {"蓝香", "香蕉"}),
+        ("我的密码：蓝香蕉", {"蓝香", "香蕉"}),
     ],
 )
 def test_a_credential_or_private_datum_is_never_kept(prompt: str, secret_pieces: set[str]) -> None:
@@ -56,6 +80,13 @@ def test_a_random_token_of_letters_only_is_not_kept_whole_or_in_camel_case_piece
         ("max tokens: 300 for the tokenizer", {"tokens", "tokenizer"}),
         ("rotate the api key for staging", {"rotate", "staging"}),
         ("order 1234567890123 was shipped twice", {"1234567890123", "shipped"}),  # fails the Luhn check
+        # flags and words the credential forms must leave alone
+        ("docker run -p 8080:80 nginx", {"docker", "nginx"}),
+        ("mkdir -p build before the release", {"build", "release"}),
+        ("bypass: cache and compass: north", {"bypass", "cache", "compass", "north"}),
+        ("the login page has a bug with the password field", {"login", "page", "bug", "field"}),
+        ("the wifi password for the office is wrong", {"wifi", "office"}),  # the value goes, the words before it stay
+        ("use --key-file deploy.pem with --max-tokens 300", {"key", "file", "tokens"}),
     ],
 )
 def test_everyday_words_and_identifiers_are_still_kept(prompt: str, expected: set[str]) -> None:

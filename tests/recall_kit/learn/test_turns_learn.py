@@ -29,9 +29,10 @@ def test_a_turn_runners_turn_feeds_the_recallers_learner(tmp_path: Path) -> None
             async with open_recaller([root], watch=False, use_cache=False, learn=True, selector=config,
                                      telemetry=Telemetry(log)) as recaller:
                 runner = TurnRunner(recaller)
-                observed = await runner.run(ONCALL_PARAPHRASE, between=runner.settle_bound())
-                assert observed.selection is not None and observed.selection.accepted == ("mem/oncall.md",)
-                assert recaller.learner is not None and await asyncio.to_thread(recaller.learner.wait_idle, 10)
+                for _ in range(2):  # a word is written once it came in two turns
+                    observed = await runner.run(ONCALL_PARAPHRASE, between=runner.settle_bound())
+                    assert observed.selection is not None and observed.selection.accepted == ("mem/oncall.md",)
+                    assert recaller.learner is not None and await asyncio.to_thread(recaller.learner.wait_idle, 10)
 
         asyncio.run(turn())
     taught = [e for e in log.events if isinstance(e, LearnEvent) and e.outcome != "skipped"]

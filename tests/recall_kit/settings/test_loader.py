@@ -97,6 +97,23 @@ def test_the_file_system_root_and_the_home_folder_are_no_roots(
         assert "not a folder of memories" in problem and problem.startswith("argument roots: root ")
 
 
+@pytest.mark.parametrize("root", ["../private-notes", "~/notes", "/etc", "notes/link"])
+def test_an_untrusted_project_files_roots_stay_inside_its_own_folder(
+    tmp_path: Path, env: dict[str, str], root: str
+) -> None:
+    (tmp_path / "private-notes").mkdir()
+    (tmp_path / "cwd" / "notes").mkdir()
+    (tmp_path / "cwd" / "notes" / "link").symlink_to(tmp_path / "private-notes")  # a clone can ship one
+    project = _project(tmp_path, f"roots = [{root!r}]\n".replace("'", '"'))
+    problem = load_settings(environ=env).problems["roots"]
+    assert f"root {root!r} is outside {tmp_path / 'cwd'}" in problem and "\n" not in problem
+    inside = load_settings(environ=env, project_path=_project(tmp_path, 'roots = ["notes", "."]\n'))
+    assert inside.roots.value == (str(tmp_path / "cwd" / "notes"), str(tmp_path / "cwd" / "."))
+    _project(tmp_path, f"roots = [{root!r}]\n".replace("'", '"'))
+    trust_config_file(project, environ=env)  # a file the user trusts names any folder, as the user does
+    assert "roots" not in load_settings(environ=env).problems
+
+
 def test_a_relative_user_config_path_is_refused_in_one_line(env: dict[str, str]) -> None:
     env["RECALL_KIT_CONFIG"] = "recall-kit.toml"
     with pytest.raises(ConfigError, match=r"^environment variable RECALL_KIT_CONFIG: must be an absolute path"):

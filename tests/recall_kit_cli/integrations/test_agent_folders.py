@@ -169,3 +169,19 @@ def test_a_fifo_in_a_worktree_pointer_never_blocks_the_rule(home: Path, tmp_path
     os.mkfifo(gitdir / "commondir")
     os.mkfifo(gitdir / "gitdir")
     assert _folders(CLAUDE_CODE, home, project) == [("project", str(home / ".claude" / "projects" / _key(project) / "memory"))]
+
+
+@pytest.mark.parametrize("variable", ["QWEN_HOME", "QWEN_CODE_MEMORY_BASE_DIR", "QWEN_RUNTIME_DIR"])
+def test_a_relative_qwen_folder_variable_is_ignored_as_claude_config_dir_is(
+    home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # a clone's .qwen/settings.json turned team memory on, and its .qwen/memories was read, when a relative
+    # variable was resolved against the folder the hook runs in (the project)
+    (repo / ".qwen" / "memories").mkdir(parents=True)
+    (repo / ".qwen" / "settings.json").write_text(json.dumps({"memory": {"enableTeamMemory": True}}))
+    monkeypatch.chdir(repo)
+    base = home / ".qwen"
+    expected = [("project", str(base / "projects" / _key(repo) / "memory")), ("user", str(base / "memories"))]
+    assert _folders(QWEN_CODE, home, repo, **{variable: ".qwen"}) == expected
+    assert _folders(QWEN_CODE, home, repo, **{variable: "~/elsewhere"})[1] == ("user", str(home / "elsewhere" / "memories"))
+    assert _folders(CLAUDE_CODE, home, repo, CLAUDE_CONFIG_DIR=".claude")[0][1].startswith(str(home / ".claude"))

@@ -88,10 +88,11 @@ def test_watched_store_serves_a_memory_written_after_start(env: Env, daemon: Dae
 
 
 def test_a_restarted_daemon_opens_its_roots_from_the_index_cache(env: Env, memories: Path) -> None:
-    begin = {"op": "begin", "session": "c", "roots": [str(memories)], "query": DEPLOY_PROMPT}
-    consume = {"op": "consume", "session": "c", "point": "initial"}
     counts = []
-    for args in [(), (), ("--no-cache",)]:
+    for n, args in enumerate([(), (), ("--no-cache",)]):
+        session = f"c{n}"  # a session of its own each time: one session gets a memory once, restart or not
+        begin = {"op": "begin", "session": session, "roots": [str(memories)], "query": DEPLOY_PROMPT}
+        consume = {"op": "consume", "session": session, "point": "initial"}
         daemon = Daemon(env, *args)
         try:
             answers = env.request(begin, consume, {"op": "status"})

@@ -48,17 +48,21 @@ def _turn(env: Env, memories: Path, session: str) -> tuple[Any, Any]:
 def test_serve_learn_keeps_the_models_choice_for_the_next_prompt(env: Env, memories: Path, server: ScriptedChatServer) -> None:
     daemon = _daemon(env, server, "--learn")
     try:
-        initial, refined = _turn(env, memories, "a")
-        assert (initial is None or initial["phase"] == "refined") and refined["refs"] == [DEPLOY]
+        _turn(env, memories, "first")
         learned = memories / ".recall-kit" / "learned.jsonl"
+        initial, refined = _turn(env, memories, "a")  # the prompt's words come in a second turn: now they teach
+        assert (initial is None or initial["phase"] == "refined") and refined["refs"] == [DEPLOY]
         wait_for(lambda: learned.exists() and "projects/ledgerline/deploy.md" in learned.read_text(), "the learned file")
         keys = {key[0] for key in json.loads(learned.read_text())["keys"]}
         assert {"bookkeeping", "push", "live"} <= keys and PROMPT not in learned.read_text()
         # the watched store takes the daemon's own write in; a new session's fast stage delivers it
-        def fast_delivers() -> bool:
-            begin = {"op": "begin", "session": "b", "roots": [str(memories)], "query": PROMPT}
-            got = env.request(begin, {"op": "consume", "session": "b", "point": "initial"})[1]["delivery"]
-            env.request({"op": "close_session", "session": "b"})
+        sessions = iter(range(1_000_000))
+
+        def fast_delivers() -> bool:  # a session of its own each try: a session gets a memory once
+            session = f"b{next(sessions)}"
+            begin = {"op": "begin", "session": session, "roots": [str(memories)], "query": PROMPT}
+            got = env.request(begin, {"op": "consume", "session": session, "point": "initial"})[1]["delivery"]
+            env.request({"op": "close_session", "session": session})
             return got is not None and got["phase"] == "fast" and got["refs"] == [DEPLOY]
 
         wait_for(fast_delivers, "the fast stage to deliver what was learned")
@@ -79,9 +83,10 @@ def test_serve_without_learn_writes_nothing(env: Env, memories: Path, server: Sc
 def test_serve_learn_learns_from_a_turn_that_stops_before_the_model_answers(
     env: Env, memories: Path, server: ScriptedChatServer
 ) -> None:
-    server.hold()  # the model answers only once the turn is over
     daemon = _daemon(env, server, "--learn")
     try:
+        _turn(env, memories, "first")  # the words come in an earlier turn, so this one's teach
+        server.hold()  # the model answers only once the turn is over
         begin = {"op": "begin", "session": "a", "roots": [str(memories)], "query": PROMPT}
         initial = env.request(begin, {"op": "consume", "session": "a", "point": "initial"})[1]["delivery"]
         assert initial is None
@@ -99,9 +104,11 @@ def test_serve_learn_learns_from_a_turn_that_stops_before_the_model_answers(
 
 
 def test_the_hooks_stop_before_the_model_answers_still_teaches(env: Env, memories: Path, server: ScriptedChatServer) -> None:
-    server.hold()
     daemon = _daemon(env, server, "--learn")
     try:
+        _turn(env, memories, "first")  # the words come in an earlier turn, so the hook's teach
+        server.hold()
+
         def event(name: str, **fields: object) -> dict[str, object]:
             return {"session_id": "cc-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": name,
                     **fields}

@@ -206,3 +206,57 @@ def test_the_trail_says_when_the_model_was_skipped(tmp_path: Path) -> None:
     assert asked.recall is not None and asked.recall["model_skipped"] is False
     assert "  model skipped: the fast answer was certain" in describe(skipped)
     assert not any("skipped" in line for line in describe(asked))
+
+
+def test_a_model_error_that_echoes_the_request_leaves_only_its_kind_and_status_in_the_trail(
+    env: Env, memories: Path
+) -> None:
+    prompt = "push the bookkeeping thing live on friday"
+    echo = f"invalid request: messages[1].content = {prompt!r}"  # what some servers answer
+    with ScriptedChatServer(default=Reply.error(400, echo)) as server:
+        env.vars.update(RECALL_KIT_BASE_URL=server.base_url, RECALL_KIT_MODEL="scripted")
+        failing = Daemon(env)
+        try:
+            begin = {"op": "begin", "session": "s-1", "roots": [str(memories)], "query": prompt}
+            env.request(begin, {"op": "consume", "session": "s-1", "point": "initial"})
+
+            def settled() -> bool:
+                (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+                return bool(entry["recall"] and entry["recall"]["settled"])
+
+            wait_for(settled, "the model's failure in the trail")
+        finally:
+            failing.stop()
+    trail = (Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl").read_text()
+    assert "bookkeeping" not in trail and "invalid request" not in trail
+    (entry,) = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    assert entry["recall"]["fallback"] == "http_error (HTTP 400)"
+    assert "model fell back: http_error (HTTP 400)" in env.run("hook", "log").stdout.decode()
+
+
+def test_lines_the_daemon_never_wrote_are_left_out_of_the_log_without_a_traceback(env: Env) -> None:
+    trail = Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl"
+    trail.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    good = {"t": 1764590000.0, "kind": "begin", "session": "s-1", "roots": ["/m"], "prompt_chars": 9}
+    lines = [
+        {**good, "t": 1e20, "session": "far"}, {**good, "t": "soon", "session": "soon"}, {**good, "t": True},
+        {**good, "session": "odd", "roots": 5, "prompt_chars": "many", "prompt": 7},
+        good,
+        {"t": 1764590001.0, "kind": "delivery", "session": "s-1", "handle": 1, "point": 3, "phase": None,
+         "refs": 7, "reason": ["x"], "latency_ms": "fast"},
+        {"t": 1764590002.0, "kind": "recall", "session": "s-1", "handle": 1, "settled": "yes", "fallback": {"a": 1},
+         "fast_ms": 1e400, "selected": -3},
+        {"t": 1764590003.0, "kind": "refused", "session": "odd", "reason": 5},
+    ]
+    trail.write_text("".join(json.dumps(line) + "\n" for line in lines) + "[" * 100_000 + "\n")
+    trail.chmod(0o600)
+    for args in (("hook", "log"), ("hook", "log", "--json"), ("hook", "log", "--session", "odd")):
+        result = env.run(*args)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+    prompts = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    assert [p["session"] for p in prompts] == ["odd", "s-1"]  # no time, no line
+    odd, ours = prompts
+    assert odd["roots"] == [] and odd["prompt_chars"] is None and odd["refused"] == "refused"
+    assert ours["deliveries"] == [{"point": None, "phase": None, "strategy": None, "reason": None, "refs": [],
+                                   "latency_ms": None}]
+    assert ours["recall"]["settled"] is None and ours["recall"]["fast_ms"] is None and ours["recall"]["selected"] is None

@@ -345,3 +345,30 @@ def test_a_memory_the_agent_writes_with_its_keywords_is_delivered_by_them_at_the
         assert extractions and all(WRITING_NOTE in r.text() for r in extractions)
         assert all(SESSION_START_MARKER not in r.text() for r in extractions)
         assert SESSION_START_MARKER in asker.main_requests[0].parts[0].text  # its system prompt
+
+
+def test_qwen_code_reads_a_commented_settings_file_we_installed_into_and_runs_our_hook(
+    clis: dict[str, Path], tmp_path: Path
+) -> None:
+    # comments and a byte-order mark, which Qwen Code reads (strip-json-comments, then JSON.parse)
+    agent = "qwen-code"
+    env = Env(tmp_path)
+    home = Path(env.vars["HOME"])
+    project = git_project(tmp_path / "project")
+    prepare_home(agent, home)
+    settings = settings_file(agent, home)
+    plain = settings.read_text()
+    commented = "\ufeff// by hand\n" + plain.replace('"model":', '/* offline */ "model":', 1).replace("\n}", " // last\n}", 1)
+    settings.write_text(commented)
+    write_memories(agent_memory_folder(agent, home, project))
+    install_hook(agent, env)
+    assert "// by hand" in settings.read_text() and "/* offline */" in settings.read_text()
+    try:
+        with ScriptedAgentServer([Turn.say("done")]) as server:
+            run = run_agent(agent, clis[agent], env, project, server, PROMPT, timeout=RUN_TIMEOUT_S)
+    finally:
+        stop_daemon(env)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert block_refs(server.main_requests[0]) == [[ref(FAST)]]  # it read the file, and our hook ran
+    uninstall_hook(agent, env)
+    assert settings.read_text() == commented
