@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from memory_store._learned_format import MAX_LEARNED_TERM_CHARS as MAX_LEARNED_TERM_CHARS
     from memory_store._learned_format import MAX_SUPPRESSORS as MAX_SUPPRESSORS
     from memory_store._learned_format import clean_term as clean_term
+    from memory_store._learned_format import releases as releases
     from memory_store._codec import decode_doc as decode_doc
     from memory_store._codec import encode_doc as encode_doc
     from memory_store._write import atomic_write as atomic_write
@@ -128,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "MAX_LEARNED_TERM_CHARS": "memory_store._learned_format",
     "MAX_SUPPRESSORS": "memory_store._learned_format",
     "clean_term": "memory_store._learned_format",
+    "releases": "memory_store._learned_format",
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",

@@ -18,7 +18,7 @@ import json
 import math
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,7 +167,7 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
     sups = {s[0]: s for s in entry.suppressors} if entry is not None else {}
     release = frozenset(clean_term_set(update.release))
     if release:
-        sups = {terms: s for terms, s in sups.items() if _jaccard(terms, release) < RELEASE_OVERLAP}
+        sups = {terms: s for terms, s in sups.items() if not releases(terms, release)}
     taught = clean_term_set(update.keys)
     for term in taught:
         old = keys.get(term)
@@ -181,9 +181,12 @@ def merge_update(entry: LearnedEntry | None, update: LearningUpdate, now: float)
     return bounded(LearnedEntry(path, tuple(keys.values()), tuple(sups.values())), frozenset(taught), suppress)
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+def releases(suppressor: frozenset[Hashable], release: frozenset[Hashable]) -> bool:
+    """Whether a release for the words ``release`` drops the suppressor taught for ``suppressor``:
+    the two overlap by ``RELEASE_OVERLAP`` (Jaccard) or more. Learning applies the same rule to the
+    suppressors still waiting in its memory, whose words it holds only as hashes."""
+    union = len(suppressor | release)
+    return union > 0 and len(suppressor & release) / union >= RELEASE_OVERLAP
 
 
 def merge_updates(

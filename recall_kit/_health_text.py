@@ -48,9 +48,10 @@ class Reference:
 
 
 def secret_columns(text: str) -> Iterator[tuple[int, int]]:
-    """(line, column) of the first character learning's scrubber blanks on each line that has one (1-based)."""
+    """(line, column) of the first character learning's scrubber blanks on each line that has one (1-based),
+    leaving out a plain word it blanks only because prose names it after a credential's label."""
     for number, line in enumerate(text.split("\n"), 1):
-        scrubbed = scrub_secrets(line)
+        scrubbed = scrub_secrets(line, sure_only=True)
         if scrubbed != line:
             yield number, _first_difference(line, scrubbed) + 1
 

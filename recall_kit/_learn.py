@@ -155,7 +155,7 @@ class Learner:
         waiting = 0
         if words.words:
             for ref, doc in chosen.items():
-                self._seen.release((doc.scope, doc.path))  # it was right after all
+                self._seen.release((doc.scope, doc.path), turn)  # it was right after all
                 ready = tuple(word for word in words.keys if word in turn.earlier)
                 if ref not in delivered and words.keys:
                     for word in words.keys:

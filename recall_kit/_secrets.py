@@ -162,21 +162,26 @@ _KEY_SHAPES = re.compile(
     r"|(?i:\b(?:bearer|basic|digest)\s+)[A-Za-z0-9._~+/\-]{8,}=*"
     # "passphrase: purple monkey dishwasher": after a pass-word and a colon, the rest of the line
     rf"|(?i:(?:{_NAME}{_PASS_WORD}|{_SHORT_PASS})[\"']?\s*[:：](?!=)[^\n]*)"
-    # "PGPASSWORD=swordfish", "token: abc", "password => 'abc'", "the admin password is X": one value
-    rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：]|\s(?:is|was|are|were)\s)\s*){_VALUE}"
+    # "PGPASSWORD=swordfish", "token: abc", "password => 'abc'": one value
+    rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：])\s*){_VALUE}"
     # "curl -u user:X": the user and the password
     r"|(?<![\w-])(?:-u|--user)(?:=|[^\S\n]*)[^\s:]*:\S+"
     # "密码是X", "パスワードはX": what follows the word, up to the next space
     rf"|{_CJK_PASS_WORD}\S*",
     re.S,
 )
-# After a label, a flag or a command, the value alone is blanked: the words before it are kept.
+# Named in prose ("the admin password is X", "the wifi password for the office is X"): the words
+# before the verb are kept and the value is blanked. Prose also says "the token is kept in 1Password",
+# so what doctor reports as a secret (``sure_only``) leaves out a value that reads as a plain word.
+_PROSE_VALUE = re.compile(
+    rf"(?P<lead>(?i:{_LABEL}[\"']?(?:{_GAP}+[^\s.,;!?]+){{0,6}}?{_GAP}+(?:is|was|are|were){_GAP}+))(?P<value>{_VALUE})"
+)
+_PLAIN_WORD = re.compile(r"[a-z]{1,12}[.,;!?]?|[A-Z][a-z]{1,11}[.,;!?]?")
+# After a flag or a command, the value alone is blanked: the words before it are kept.
 _VALUE_AFTER = re.compile(
     r"(?P<lead>"
-    # "the wifi password for the office is X": a few words between the label and its verb
-    rf"(?i:{_LABEL}(?:{_GAP}+[^\s.,;!?]+){{1,6}}?{_GAP}+(?:is|was|are|were){_GAP}+)"
     # "--password X", "--api-key=X"
-    rf"|(?i:(?<![\w-])--(?:[A-Za-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|token|secret|key|api-key|auth)"
+    rf"(?i:(?<![\w-])--(?:[A-Za-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|token|secret|key|api-key|auth)"
     rf"(?:=|{_GAP}+))"
     # "docker login -p X", "mysql -u root -pX", a netrc's "login u password X": a few words after the command
     rf"|(?i:\blogin(?:{_GAP}+\S+){{0,6}}?{_GAP}+-p(?:=|{_GAP}*))"
@@ -196,25 +201,36 @@ MAX_VOWEL_SHARE = 0.25  # or too few of its letters are vowels (English words: a
 MAX_CONSONANT_RUN = 5  # or five consonants follow each other ("strengths" has five, not six)
 
 
-def scrub_secrets(text: str) -> str:
-    """``text`` with every key-shaped span, card number and random-looking token blanked: what may be kept of it."""
+def scrub_secrets(text: str, *, sure_only: bool = False) -> str:
+    """``text`` with every key-shaped span, card number and random-looking token blanked: what may be kept of it.
+
+    With ``sure_only`` (what doctor reports), a value named only in prose is blanked only when it does
+    not read as a plain word: "the password is hunter2" is, "the token is kept in 1Password" is not.
+    """
     text = _KEY_SHAPES.sub(" ", text)
+    text = _PROSE_VALUE.sub(lambda m: m.group() if sure_only and _PLAIN_WORD.fullmatch(m.group("value"))
+                            else m.group("lead") + " ", text)
     text = _VALUE_AFTER.sub(lambda m: m.group("lead") + " ", text)
     text = _CARD.sub(lambda m: " " if _luhn_valid(m.group()) else m.group(), text)
-    return _CHUNK.sub(lambda m: " " if looks_random(m.group()) else m.group(), text)
+    return _CHUNK.sub(lambda m: " " if looks_random(m.group(), sure_only=sure_only) else m.group(), text)
 
 
-def looks_random(token: str) -> bool:
+def looks_random(token: str, *, sure_only: bool = False) -> bool:
     """Whether ``token`` looks like a generated secret: long and high in entropy with letters and digits
-    mixed, or with a piece whose characters change class too often, or letters no language writes."""
+    mixed, or with a piece whose characters change class too often, or letters no language writes.
+
+    With ``sure_only`` the long, high-entropy run must be one piece between separators: a path, a host
+    and port or a slug (``meterd-v2-usage-api``) mixes many characters without being random.
+    """
     core = token.strip("\"'`()[]{}<>,.;:!?")
-    if _random_whole(core):
+    pieces = _PIECE.findall(core)
+    if any(_random_whole(part) for part in (pieces if sure_only else [core])):
         return True
-    return any(_random_piece(piece) for piece in _PIECE.findall(core))
+    return any(_random_piece(piece) for piece in pieces)
 
 
 def _random_whole(core: str) -> bool:
-    if len(core) < MIN_RANDOM_CHARS:
+    if len(core) < MIN_RANDOM_CHARS or not core.isascii():  # a generated token is ASCII; Japanese is not random
         return False
     if not (any(ch.isdigit() for ch in core) and any(ch.isalpha() for ch in core)):
         return False
@@ -222,6 +238,8 @@ def _random_whole(core: str) -> bool:
 
 
 def _random_piece(piece: str) -> bool:
+    if not piece.isascii():  # the letter-share rules are for the Latin alphabet: 在庫サービス has no vowels
+        return False
     has_digit = any(ch.isdigit() for ch in piece)
     if has_digit and any(ch.isalpha() for ch in piece):
         return len(piece) >= MIN_MIXED_PIECE and _class_changes(piece) * 3 >= len(piece) - 1

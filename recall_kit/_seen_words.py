@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memory_store import releases
 from recall_kit.limits import LEARN_SEEN_WORDS, LEARN_WAITING_KEYS, LEARN_WAITING_SUPPRESSORS
 
 Digest = bytes
@@ -93,9 +94,11 @@ class SeenWords:
         """How many earlier answers left ``memory`` out for exactly the turn's words (and are no longer waiting)."""
         return self._suppressors.pop((memory, frozenset(turn.digests.values())), 0)
 
-    def release(self, memory: MemoryAt) -> None:
-        """Forget the suppressors waiting for ``memory``: the model chose it after all."""
-        for key in [key for key in self._suppressors if key[0] == memory]:
+    def release(self, memory: MemoryAt, turn: Turn) -> None:
+        """Forget the suppressors waiting for ``memory`` whose words the turn's overlap as a release of a
+        written one needs (``memory_store.releases``): the model chose it for them after all."""
+        words = frozenset(turn.digests.values())
+        for key in [key for key in self._suppressors if key[0] == memory and releases(key[1], words)]:
             del self._suppressors[key]
 
     def _forget_word(self, digest: Digest) -> None:

@@ -249,3 +249,17 @@ def test_the_words_of_earlier_turns_are_kept_as_keyed_hashes_and_bounded() -> No
         seen.wait_key(seen.turn([word]).digests[word], memory)
     again = seen.turn(["x", "y", "z"])
     assert seen.keys_due(again, ["x", "y", "z"]) == [("y", ("m", "b.md")), ("z", ("m", "c.md"))]  # x's went first
+
+
+def test_a_waiting_suppressor_is_released_only_by_a_turn_that_shares_enough_of_its_words() -> None:
+    from recall_kit._seen_words import SeenWords
+
+    seen = SeenWords()
+    db = ("m", "db.md")
+    negative = seen.turn(["pgbouncer", "postgres", "dashboard", "colours"])
+    seen.wait_suppressor(db, negative)
+    seen.release(db, seen.turn(["pool", "size", "pgbouncer"]))  # the model chose db.md for another prompt
+    assert seen.suppressor_due(db, seen.turn(["pgbouncer", "postgres", "dashboard", "colours"])) == 1
+    seen.wait_suppressor(db, negative)
+    seen.release(db, seen.turn(["pgbouncer", "postgres", "dashboard"]))  # three of its four words: released
+    assert seen.suppressor_due(db, seen.turn(["pgbouncer", "postgres", "dashboard", "colours"])) == 0

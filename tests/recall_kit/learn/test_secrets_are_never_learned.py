@@ -9,6 +9,7 @@ import string
 import pytest
 
 from recall_kit import learnable_words
+from recall_kit._secrets import scrub_secrets
 
 
 def _kept(prompt: str) -> set[str]:
@@ -92,3 +93,18 @@ def test_a_random_token_of_letters_only_is_not_kept_whole_or_in_camel_case_piece
 def test_everyday_words_and_identifiers_are_still_kept(prompt: str, expected: set[str]) -> None:
     kept = _kept(prompt)
     assert expected <= kept, expected - kept
+
+
+@pytest.mark.parametrize(
+    ("line", "sure"),
+    [
+        ("Where the CI token for GitHub is kept and how to rotate it", False),  # prose, a plain word after "is"
+        ("the wifi password for the office is gravelmoon", False),  # learning blanks it all the same
+        ("the admin password is hunter2", True),
+        ("the deploy token is Xk9mP2vL5qR8", True),
+        ("GITHUB_TOKEN: plainlettersonly", True),  # an assignment is sure whatever its value
+    ],
+)
+def test_what_doctor_reports_leaves_out_a_plain_word_named_in_prose(line: str, sure: bool) -> None:
+    assert scrub_secrets(line) != line  # learning keeps none of these values
+    assert (scrub_secrets(line, sure_only=True) != line) is sure
