@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
     from memory_store._store import MemoryStore as MemoryStore
     from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
+    from memory_store._root_rule import broad_root_refusal as broad_root_refusal
     from memory_store._scan import MAX_ROOT_ENTRIES as MAX_ROOT_ENTRIES
     from memory_store._scan import count_entries as count_entries
     from memory_store._sidecar import EnrichmentEntry as EnrichmentEntry
@@ -106,6 +107,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryStore": "memory_store._store",
     "MAX_FOLDER_DEPTH": "memory_store._scan",
     "MAX_ROOT_ENTRIES": "memory_store._scan",
+    "broad_root_refusal": "memory_store._root_rule",
     "count_entries": "memory_store._scan",
     "EnrichmentEntry": "memory_store._sidecar",
     "MAX_KEYWORDS": "memory_store._sidecar",

@@ -182,7 +182,19 @@ class MemoryRoot:
                 raise MemoryNotFoundError(f"no memory file {ref}") from None
             except OSError as exc:
                 raise MemoryStoreError(f"cannot remove {ref}: {exc.strerror}") from None
+            self._remove_empty_folders(root_fd, parts[:-1], ref)
         self.forget_learning_of_gone([rel], removed=ref)
+
+    @staticmethod
+    def _remove_empty_folders(root_fd: int, folders: Sequence[str], ref: str) -> None:
+        """Remove the folders that held ``ref`` and are empty now, the deepest first, never the root:
+        a folder holding anything (a hidden file included) stays, and so do those above it."""
+        for depth in range(len(folders), 0, -1):
+            try:
+                with opened_folder(root_fd, folders[: depth - 1], ref, create=False) as parent_fd:
+                    os.rmdir(folders[depth - 1], dir_fd=parent_fd)
+            except (OSError, MemoryStoreError):
+                return
 
     def forget_learning_of_gone(self, paths: Iterable[str], *, removed: str | None = None) -> int:
         """Forget what was learned for those of ``paths`` whose memory file is gone, at once (the learned

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Union
 from memory_store._errors import MemoryPathError, MemoryStoreError, StoreTimeoutError
 from memory_store._learned_format import LearnedEntry, LearningUpdate
 from memory_store._root import MemoryRoot, checked_label, default_label, given_path
-from memory_store._scan import Reuse, Root, is_hidden
+from memory_store._root_rule import broad_root_refusal
+from memory_store._scan import MAX_ROOT_ENTRIES, Reuse, Root, is_hidden
 from memory_store._sidecar import EnrichmentEntry
 from memory_store._state import StoreState
 from memory_store._types import DEFAULT_MAX_BYTES, Snapshot
@@ -82,7 +83,7 @@ class MemoryStore:
         enrichment: EnrichmentSpec = True,
         reuse: Reuse | None = None,
         learned: bool = True,
-        max_entries: int | None = None,
+        max_entries: int | None = MAX_ROOT_ENTRIES,
     ) -> "MemoryStore":
         """Scan ``roots`` into snapshot version 1 and, with ``watch``, keep it current.
 
@@ -107,11 +108,18 @@ class MemoryStore:
         path to its doc (``MemoryDoc.learned``), watched like the sidecars; False attaches nothing
         (``record_learning`` still writes the file).
 
-        ``max_entries`` (e.g. MAX_ROOT_ENTRIES; None: no bound): a root whose folder holds more visible
+        A root that is the file system root, the home folder or a folder above it raises MemoryStoreError
+        (``broad_root_refusal``): no door opens one.
+
+        ``max_entries`` (MAX_ROOT_ENTRIES unless given; None: no bound): a root whose folder holds more visible
         files and folders is neither read nor watched, and the snapshot's errors say so. It is checked at
         open, whenever the root's folder changes identity (a symlinked root retargeted, the folder replaced
         by a symlink) before it is watched, and at every rescan of the whole root.
         """
+        for spec in roots:
+            refusal = broad_root_refusal(os.fspath(spec[1] if isinstance(spec, tuple) else spec))
+            if refusal is not None:
+                raise MemoryStoreError(refusal)
         resolved = _resolve_roots(roots)
         sidecars = _mapped_sidecars(resolved, enrichment)
         if not allow_missing:

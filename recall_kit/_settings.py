@@ -25,10 +25,11 @@ from typing import Any, Generic, TypeVar
 
 import platformdirs
 
+from memory_store import broad_root_refusal
 from recall_kit._config import DEFAULT_TIMEOUT_S, Raw, SelectorConfig, resolve_selector
 from recall_kit._config_files import TRUST_LABELS, ConfigFile, SettingsFiles, read_settings_files
 from recall_kit._errors import ConfigError
-from recall_kit.limits import DAEMON_ENRICH_CALLS_PER_MINUTE, MAX_MODEL_TIMEOUT_S, broad_root_refusal
+from recall_kit.limits import DAEMON_ENRICH_CALLS_PER_MINUTE, MAX_MODEL_TIMEOUT_S
 
 T = TypeVar("T")
 

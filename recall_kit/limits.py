@@ -15,7 +15,6 @@ reads it without loading the engine. The store's own limits (file size, sidecar 
 
 from __future__ import annotations
 
-import os
 
 # --- what the stages read of a prompt ------------------------------------------------------------
 
@@ -180,23 +179,6 @@ def clip_prompt(prompt: str, head: int = PROMPT_HEAD_CHARS, tail: int = PROMPT_T
     if len(prompt) <= head + tail:
         return prompt
     return f"{prompt[:head]}{PROMPT_ELLIPSIS}{prompt[len(prompt) - tail:]}"
-
-
-def broad_root_refusal(root: str, home: str | None = None) -> str | None:
-    """Why ``root`` is no folder of memories (the file system root, the home folder or a folder
-    above it), in one line naming it; None for any other path. The one rule every door applies
-    (settings from arguments, environment and files, and every root set a daemon client names)."""
-    if "\0" in root:  # no path can hold one; os.path would raise
-        return f"root {root!r} holds a NUL character, which no folder's path can"
-    real = os.path.realpath(os.path.expanduser(root))
-    home_real = os.path.realpath(home if home is not None else os.path.expanduser("~"))
-    if real == os.sep:
-        return f"root {root} is the file system root, not a folder of memories"
-    if real == home_real:
-        return f"root {root} is the home folder, not a folder of memories"
-    if home_real.startswith(real.rstrip(os.sep) + os.sep):
-        return f"root {root} holds the home folder, not a folder of memories"
-    return None
 
 
 def __getattr__(name: str) -> int:

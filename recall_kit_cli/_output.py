@@ -164,3 +164,8 @@ class SanitisingLogHandler(logging.Handler):
             echo(message if message.startswith("recall-kit") else f"recall-kit: {message}", err=True)
         except Exception:  # logging must never become the failure
             self.handleError(record)
+
+
+def counted(count: int, word: str, plural: str | None = None) -> str:
+    """``1 key``, ``2 keys``."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"

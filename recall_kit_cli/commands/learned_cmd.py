@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from memory_store import LEARNED_PATH, LearnedEntry, MemoryStore, MemoryStoreError
+from recall_kit.cache import forget_learning
 from recall_kit_cli._format import InputError, error_line
 from recall_kit_cli._help import HelpGroup
-from recall_kit_cli._output import clean, echo, echo_json, echo_rows
+from recall_kit_cli._output import clean, counted, echo, echo_json, echo_rows, warn
 from recall_kit_cli._config_file import open_store, root_option
-from recall_kit_cli.commands.manage_cmd import drop_index_caches, find_doc
+from recall_kit_cli.commands.manage_cmd import cache_folder, find_doc
 
 _OPT_IN = "learning is opt-in: recall-kit serve --learn, RECALL_KIT_LEARN=1 or learn = true in recall-kit.toml"
 
@@ -76,14 +77,15 @@ def clear(ctx: click.Context, ref: str | None, roots: tuple[str, ...]) -> None:
     with open_store(given) as store:
         try:
             if ref is None:
-                removed = store.clear_learning()
+                forgotten = forget_learning(store, cache_dir=cache_folder(given))
             else:
                 doc = find_doc(store.snapshot().docs, ref)
-                removed = store.clear_learning(doc.scope, [doc.path])
+                forgotten = forget_learning(store, doc.scope, [doc.path], cache_dir=cache_folder(given))
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
-        if removed:
-            drop_index_caches(given, [path for _label, path in store.roots])  # the index holds learned words too
+        if forgotten.cache_problem:
+            warn(forgotten.cache_problem)  # the index holds learned words too
+        removed = forgotten.learned_entries
     if ref is None:
         echo(f"forgot what was learned for {counted(removed, 'memory', 'memories')}")
         return
@@ -114,11 +116,6 @@ def _learned(store: MemoryStore) -> tuple[list[dict[str, Any]], int, list[str]]:
         if err.path == folder or err.path.startswith(LEARNED_PATH)
     ]
     return memories, stale, problems
-
-
-def counted(count: int, word: str, plural: str | None = None) -> str:
-    """``1 key``, ``2 keys``."""
-    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
 def _when(seen: float) -> str:

@@ -13,7 +13,7 @@ import click
 
 from memory_store import MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError
 from recall_kit import ConfigError, render_memories
-from recall_kit.cache import clear_cache_files
+from recall_kit.cache import forget_memory
 from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, clean_block, echo, echo_json, warn
@@ -143,20 +143,19 @@ def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
             if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
                 raise InputError(f"not removed: {doc.ref}")
         try:
-            store.remove(doc.ref)  # and what was learned for it, off the disk at once
+            forgotten = forget_memory(store, doc.ref, cache_dir=cache_folder(roots))  # learned words and caches too
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
-        drop_index_caches(roots, [path for _label, path in store.roots])
+        if forgotten.cache_problem:
+            warn(forgotten.cache_problem)
     echo(f"removed {clean(doc.ref)}")
 
 
-def drop_index_caches(given: tuple[str, ...], paths: list[str]) -> None:
-    """Remove the index caches that hold any of ``paths`` (roots): a forgotten memory's words, or what was
-    learned for it, would stay in them until that root set is queried again, or for good. They are
-    rebuilt when next needed. A cache folder that is not ours alone is not used, so it is left; a failure
-    is one warning line."""
+def cache_folder(given: tuple[str, ...]) -> str | None:
+    """The index cache folder the settings name for ``given`` roots (None: the per-user default)."""
     try:
         folder = load(roots=given).cache_dir.value
-        clear_cache_files(folder, paths)
-    except (MemoryStoreError, ConfigError, InputError, OSError) as exc:
+    except (ConfigError, InputError, MemoryStoreError) as exc:
         warn(f"index cache not cleared: {exc}")
+        return None
+    return None if folder is None else str(folder)

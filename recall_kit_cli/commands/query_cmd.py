@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,8 +14,11 @@ from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, clean_block, echo, echo_json, echo_rows, warn
+from recall_kit_cli._output import clean, clean_block, counted, echo, echo_json, echo_rows, warn
 from recall_kit_cli._config_file import load, model_off_reason, root_option, roots_of
+
+if TYPE_CHECKING:
+    from memory_store import Snapshot
 
 RANKED_SHOWN = 10  # ungated ranking entries in --json and in -v
 FALLBACK = "showing the fast result"
@@ -64,7 +67,7 @@ def query(
 
     def show_initial(turn: ObservedTurn) -> None:
         if fmt == "text":
-            lines, block = _initial_text(turn, len(snapshot.docs))
+            lines, block = _initial_text(turn, snapshot, verbose)
             echo_rows(lines)
             if block:
                 echo("", clean_block(block))
@@ -237,27 +240,34 @@ def _doc_lines(docs: Any, scores: dict[str, float]) -> list[str]:
     lines = []
     for doc in docs:
         score = scores.get(doc.ref)
-        shown = "       -" if score is None else f"{score:8.3f}"
+        shown = "score       -" if score is None else f"score {score:7.3f}"
         lines.append(f"  {shown}  {clean(doc.ref)}  {clean(doc.name)}")
     return lines
 
 
-def _initial_text(turn: ObservedTurn, store_size: int) -> tuple[list[str], str]:
+_PROBLEMS_SHOWN = 3  # load errors named in the text output; `recall-kit validate` lists them all
+
+
+def _initial_text(turn: ObservedTurn, snapshot: Snapshot, verbose: bool) -> tuple[list[str], str]:
     """The status lines (fitted to the terminal) and the rendered block (shown whole)."""
     fast, initial, scores = turn.fast, turn.initial, _scores(turn)
     lines = []
     if fast is not None:
-        lines.append(
-            f"fast stage: {fast.elapsed_ms:.3f} ms, {store_size} docs, "
-            f"{fast.docs_scanned} scored, strategy {fast.strategy}"
-        )
+        lines.append(f"searched {counted(len(snapshot.docs), 'memory', 'memories')} in {fast.elapsed_ms:.1f} ms")
+    for error in snapshot.errors[:_PROBLEMS_SHOWN]:
+        lines.append(f"  not read: {clean(error.ref)}: {clean(error.reason)}")
+    if len(snapshot.errors) > _PROBLEMS_SHOWN:
+        lines.append(f"  and {len(snapshot.errors) - _PROBLEMS_SHOWN} more not read (recall-kit validate lists them)")
     if initial is None:
-        lines.append(f"initial point (waited {turn.wait_ms:.3f} ms): nothing delivered (no confident match)")
+        lines.append(f"delivered at once ({turn.wait_ms:.1f} ms): nothing, no confident match")
         return lines, ""
-    lines.append(
-        f"initial point (waited {turn.wait_ms:.3f} ms): phase {initial.phase}, strategy {initial.strategy}, "
-        f"{initial.latency_ms:.3f} ms after begin, placement {initial.placement}"
-    )
+    lines.append(f"delivered at once ({turn.wait_ms:.1f} ms): {counted(len(initial.docs), 'memory', 'memories')}")
+    if verbose:
+        lines.append(
+            f"  phase {initial.phase}, strategy {initial.strategy}, {initial.latency_ms:.3f} ms after begin, "
+            f"placement {initial.placement}; fast stage {fast.elapsed_ms if fast else 0:.3f} ms, "
+            f"{fast.docs_scanned if fast else 0} scored"
+        )
     lines += _doc_lines(initial.docs, scores)
     return lines, initial.text
 

@@ -14,8 +14,8 @@ import os
 import stat
 from collections.abc import Sequence
 
-from memory_store import RecallKitError, count_entries
-from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS, broad_root_refusal
+from memory_store import RecallKitError, broad_root_refusal, count_entries
+from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS
 
 
 class RootRefused(RecallKitError):

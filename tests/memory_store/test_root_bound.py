@@ -1,4 +1,4 @@
-"""A bounded store stays bounded whoever retargets its root (issue 25): a watched root accepted at 27
+"""A bounded store stays bounded whoever retargets its root: a watched root accepted at 27
 memories that becomes a tree of 62,000 entries (its symlink retargeted, or the folder replaced by a
 symlink, as a `git pull` can do) is neither read nor watched past the bound, and the snapshot says so."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from store_helpers import memory, wait_until, write
 
-from memory_store import MAX_ROOT_ENTRIES, MemoryStore, Snapshot
+from memory_store import MAX_ROOT_ENTRIES, MemoryStore, MemoryStoreError, Snapshot
 
 Open = Callable[..., MemoryStore]
 FOLDERS, FILES = 1_240, 50  # 1,240 folders of 50 files: 63,240 entries
@@ -84,6 +84,26 @@ def test_a_root_folder_replaced_by_a_symlink_to_a_huge_tree_is_neither_read_nor_
     assert shown.docs == {} and inotify_watches() - before < 10
 
 
-def test_a_store_without_a_bound_reads_a_root_past_it(tmp_path: Path, big: Path) -> None:
-    with MemoryStore.open(big, watch=False) as store:
+def test_every_store_is_bounded_unless_told_otherwise(big: Path) -> None:
+    with MemoryStore.open(big, watch=False) as store:  # the library's own door, no option given
+        assert over_the_bound(store.snapshot()) and len(store.snapshot().docs) == 0
+    with MemoryStore.open(big, watch=False, max_entries=None) as store:  # asked for: no bound
         assert not over_the_bound(store.snapshot())
+
+
+@pytest.mark.parametrize("which", ["/", "home", "above home"])
+def test_no_store_opens_the_file_system_root_or_a_home(which: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "users" / "alice"
+    small(home / "notes")
+    monkeypatch.setenv("HOME", str(home))
+    root = {"/": "/", "home": "~", "above home": str(tmp_path / "users")}[which]
+    with pytest.raises(MemoryStoreError, match="not a folder of memories"):
+        MemoryStore.open(root, watch=False)
+    MemoryStore.open(home / "notes", watch=False).close()  # a folder inside it opens
+
+
+def test_the_library_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
+    from recall_kit import open_recaller
+
+    with pytest.raises(MemoryStoreError, match="file system root"):
+        open_recaller(["/"])

@@ -100,6 +100,15 @@ def test_rm_needs_yes_without_a_terminal_and_deletes_with_it(run_cli: RunCli, st
     removed = run_cli("rm", "mem/user/tea.md", "--root", str(store), "--yes")
     assert removed.returncode == 0 and removed.stdout == "removed mem/user/tea.md\n"
     assert not (store / "user" / "tea.md").exists()
+    assert not (store / "user").exists() and store.is_dir()  # the folder it emptied goes; the root stays
+
+
+def test_rm_keeps_a_folder_that_still_holds_something(run_cli: RunCli, store: Path) -> None:
+    (store / "user" / "deep").mkdir()
+    (store / "user" / "deep" / "old.md").write_text("---\nname: Old\ndescription: an old note\ntype: user\n---\nx\n")
+    (store / "user" / ".keep").write_text("")
+    assert run_cli("rm", "mem/user/deep/old.md", "--root", str(store), "--yes").returncode == 0
+    assert not (store / "user" / "deep").exists() and (store / "user" / ".keep").exists()  # hidden file: kept
 
 
 def test_rm_asks_on_a_terminal_and_keeps_the_file_when_told_no(store: Path) -> None:

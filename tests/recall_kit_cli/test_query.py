@@ -19,11 +19,23 @@ def test_query_text_shows_fast_delivery_with_scores_and_the_rendered_block(run_c
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "refinement off: --fast-only"
-    assert lines[1].startswith("fast stage: ") and "strategy heuristic" in lines[1]
-    assert "initial point" in lines[2] and "phase fast" in lines[2] and "placement prepend" in lines[2]
-    score, ref = lines[3].split()[:2]
-    assert float(score) > 0 and ref == DEPLOY_DOC
+    assert lines[1].startswith("searched 27 memories in ") and lines[1].endswith(" ms")
+    assert lines[2].startswith("delivered at once (") and lines[2].endswith("): 1 memory")  # plain words only
+    label, score, ref = lines[3].split()[:3]
+    assert label == "score" and float(score) > 0 and ref == DEPLOY_DOC
     assert "<recalled-memories>" in result.stdout and f"Reference: {DEPLOY_DOC}" in result.stdout
+
+
+def test_query_verbose_adds_the_stage_details_and_a_root_too_large_is_named(run_cli: RunCli, tmp_path: Path) -> None:
+    verbose = run_cli("query", DEPLOY, "--root", str(EXAMPLES), "--fast-only", "-v").stdout.splitlines()
+    assert "phase fast, strategy heuristic" in verbose[3] and "placement prepend" in verbose[3]
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    for n in range(50_001):  # one over the store's bound: it is named, never walked through in silence
+        (crowded / f"{n}").touch()
+    lines = run_cli("query", DEPLOY, "--root", str(crowded), "--fast-only").stdout.splitlines()
+    assert lines[1] == "searched 0 memories in " + lines[1].split(" in ")[1]
+    assert lines[2].startswith("  not read: crowded/.: more than 50,000 files and folders")
 
 
 def test_query_without_model_config_says_refinement_is_off_in_one_line(run_cli: RunCli) -> None:
@@ -57,7 +69,7 @@ def test_query_with_a_model_prints_the_refinement_and_rejected_refs_but_never_th
     assert headers == [f"Bearer {API_KEY}"] * 2  # the key was used, and is in no output below
     assert API_KEY not in text.stdout + text.stderr and API_KEY not in data.__repr__()
     assert text.returncode == 0, text.stderr
-    assert text.stdout.index("phase fast") < text.stdout.index("refined after")
+    assert text.stdout.index("delivered at once") < text.stdout.index("refined after")
     assert "strategy model, response mode json_schema" in text.stdout
     assert "rejected: ../../etc/passwd (path escapes the memory roots)" in text.stdout
     refined = data["refined"]

@@ -197,7 +197,7 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_quietly(tmp_path: Path) ->
     with ScriptedChatServer(default=Reply.hang()) as server:
         result = run_in_pty("query", "deploy ledgerline production", "--root", str(EXAMPLES),
                             "--base-url", server.base_url, "--model", "m", cwd=tmp_path,
-                            interrupt_after="initial point")
+                            interrupt_after="delivered at once")
     assert result.returncode == 130, result.output
     assert "Aborted" not in result.output and "Traceback" not in result.output
 
@@ -208,7 +208,7 @@ def test_ctrl_c_reaches_the_command_when_the_test_runner_itself_ignores_it(tmp_p
         with ScriptedChatServer(default=Reply.hang()) as server:
             result = run_in_pty("query", "deploy ledgerline production", "--root", str(EXAMPLES),
                                 "--base-url", server.base_url, "--model", "m", "--model-timeout", "20",
-                                cwd=tmp_path, interrupt_after="initial point")
+                                cwd=tmp_path, interrupt_after="delivered at once")
     finally:
         signal.signal(signal.SIGINT, previous)
     assert result.returncode == 130, result.output  # not 0 after waiting out the model's 20 s
