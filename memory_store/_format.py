@@ -45,6 +45,15 @@ def memory_slug(name: str) -> str:
     return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
 
 
-def new_memory_path(type: str, name: str) -> str:
-    """Where a new memory goes, relative to its root: ``<type>/<slug of name>.md``."""
-    return f"{type}/{memory_slug(name)}.md"
+TYPE_FOLDERS = {"project": "projects"}  # as the examples file them: user/, feedback/, reference/, projects/<project>/
+
+
+def new_memory_path(type: str, name: str, project: str | None = None) -> str:
+    """Where a new memory goes, relative to its root: ``<type folder>/<slug of name>.md``, a project's
+    under ``projects/<slug of project>/`` (ValueError for a project with any other type)."""
+    folder = TYPE_FOLDERS.get(type, type)
+    if project is not None:
+        if type != "project":
+            raise ValueError(f"a project folder is for type project, not {type}")
+        folder = f"{folder}/{memory_slug(project)}"
+    return f"{folder}/{memory_slug(name)}.md"

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryPathError, MemoryStoreError
+from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryParseError, MemoryPathError, MemoryStoreError
 from memory_store._fd import SidecarProblem, opened_folder, opened_root
 from memory_store._format import format_memory, new_memory_path
 from memory_store._index_file import IndexFile, find_index_files, replace_index
@@ -155,14 +155,20 @@ class MemoryRoot:
         body: str = "",
         keywords: Sequence[str] = (),
         overwrite: bool = False,
+        project: str | None = None,
     ) -> SavedMemory:
-        """Format a new memory, check it as the store will read it, and write it as ``<type>/<slug of name>.md``.
+        """Format a new memory, check it as the store will read it, and write it where ``new_memory_path``
+        says: ``<type folder>/<slug of name>.md`` (``projects/<project>/`` for a project's).
 
-        MemoryParseError (nothing is written) when the store would skip it; otherwise as ``write``.
+        MemoryParseError (nothing is written) when the store would skip it, or when ``project`` is given
+        for another type; otherwise as ``write``.
         """
         text = format_memory(name=name, description=description, type=type, body=body, keywords=keywords)
         doc = parse_memory(text, max_bytes=self._max_bytes)  # the store's own rules, before any write
-        rel = new_memory_path(doc.type, doc.name)
+        try:
+            rel = new_memory_path(doc.type, doc.name, project)
+        except ValueError as exc:
+            raise MemoryParseError(str(exc)) from None
         replaced = self.write(rel, text, overwrite=overwrite)
         return SavedMemory(self._ref(rel), Path(self._root.abspath(rel)), replaced)
 

@@ -27,23 +27,28 @@ _EDITOR_HINT = "\n# Write the memory's body above. Lines starting with '#' below
 @click.option("--name", required=True, help="Short title (the file name).")
 @click.option("--description", required=True, help="When it applies.")
 @click.option("--type", "type_", required=True, type=click.Choice(sorted(MEMORY_TYPES)))
+@click.option("--project", help="Type project: file it under projects/PROJECT/.")
 @click.option("--keyword", "keywords", multiple=True, help="A keyword (repeatable).")
 @click.option("--body", help="Default: stdin, or $EDITOR.")
 @click.option("--root", "root", metavar="DIR", help="Folder to write into.")
 @click.option("--force", is_flag=True, help="Replace one of the same name.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def add(
-    name: str, description: str, type_: str, keywords: tuple[str, ...], body: str | None,
+    name: str, description: str, type_: str, project: str | None, keywords: tuple[str, ...], body: str | None,
     root: str | None, force: bool, as_json: bool,
 ) -> None:
-    """Save a memory as ROOT/TYPE/SLUG.md, atomically; never over one without --force.
+    """Save a memory as ROOT/TYPE/SLUG.md (a project's as ROOT/projects/PROJECT/SLUG.md, as the examples
+    file them), atomically; never over one without --force.
 
     \b
     Example:
       echo "Run alembic upgrade head." | recall-kit add --type project \\
-          --name "Migrations" --description "how atlas migrates its database"
+          --project atlas --name "Migrations" --description "how atlas migrates its database"
     """
-    fields = {"--name": name, "--description": description, "--body": body or "", "--keyword": "".join(keywords)}
+    if project is not None and type_ != "project":
+        raise InputError(f"not saved: --project is for --type project, not {type_}")
+    fields = {"--name": name, "--description": description, "--body": body or "", "--keyword": "".join(keywords),
+              "--project": project or ""}
     for option, value in fields.items():
         if _SURROGATES.search(value):  # bytes that were not UTF-8 in the argument
             raise InputError(f"not saved: {option} is not valid UTF-8")
@@ -56,7 +61,8 @@ def add(
             raise InputError("not saved: the body is not valid UTF-8")
     try:
         saved = MemoryRoot(folder.resolve()).save(
-            name=name, description=description, type=type_, body=body, keywords=keywords, overwrite=force
+            name=name, description=description, type=type_, body=body, keywords=keywords, overwrite=force,
+            project=project,
         )
     except MemoryExistsError as exc:
         raise InputError(f"not saved: {exc}; pass --force to replace it") from None

@@ -106,10 +106,13 @@ def serve(
     click.echo(f"recall-kit: daemon stopped ({reason})", err=True)
 
 
+NOT_RUNNING_EXIT = 3  # `serve --status` with no daemon, as an init script's `status` says "not running"
+
+
 def _control(paths: RuntimePaths, *, stop: bool, as_json: bool) -> None:
     """`serve --status` and `serve --stop`: one-line errors when no daemon runs or it cannot be asked."""
     from recall_kit_cli._output import clean, echo, echo_json
-    from recall_kit_cli.integrations._control import STOP_TIMEOUT_S, daemon_status, status_lines, stop_daemon
+    from recall_kit_cli.integrations._control import STOP_TIMEOUT_S, NoDaemon, daemon_status, status_lines, stop_daemon
     from recall_kit_cli.integrations.protocol import DaemonError
 
     try:
@@ -117,6 +120,14 @@ def _control(paths: RuntimePaths, *, stop: bool, as_json: bool) -> None:
             pid = stop_daemon(paths, STOP_TIMEOUT_S)
         else:
             status = daemon_status(paths)
+    except NoDaemon as exc:  # a state, not bad input: --stop has nothing to do, --status exits 3 ("not running")
+        if as_json:
+            echo_json({"running": False, "reason": str(exc)} if not stop else {"stopped": False, "reason": str(exc)})
+        else:
+            echo(clean(f"{exc}: nothing to stop" if stop else str(exc)))
+        if not stop:
+            raise click.exceptions.Exit(NOT_RUNNING_EXIT) from None
+        return
     except DaemonError as exc:
         raise InputError(str(exc)) from None
     if stop:
@@ -220,6 +231,26 @@ def hook_uninstall(agent: str, scope: str, dry_run: bool) -> None:
     except SettingsError as exc:
         raise InputError(str(exc)) from None
     _report(result, dry_run, "removed the recall hooks from", "no recall hooks in it, nothing to remove")
+    if not dry_run:
+        echo(_daemon_after_uninstall())
+
+
+def _daemon_after_uninstall() -> str:
+    """Whether the daemon still runs once the hooks are gone (it serves every agent's hook, so
+    uninstalling one never stops it), and how to stop it."""
+    from memory_store import RecallKitError
+    from recall_kit_cli.integrations._runtime import runtime_paths
+    from recall_kit_cli.integrations.protocol import listening
+
+    try:
+        socket_path = runtime_paths().socket
+        running = listening(socket_path)
+    except (OSError, RecallKitError):
+        return "the daemon's state is unknown; recall-kit serve --status tells"
+    if running:
+        return ("the daemon still runs (for any other agent's hook, until it has been idle for its timeout); "
+                "recall-kit serve --stop stops it now")
+    return "no daemon runs"
 
 
 def _report(result: InstallResult, dry_run: bool, done: str, nothing: str) -> None:

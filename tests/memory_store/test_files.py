@@ -98,11 +98,11 @@ def test_save_writes_a_validated_memory_under_its_type_folder_made_when_missing(
     saved = files.save(name="Atlas: Migrations!", description="how atlas migrates", type="project",
                        body="Run alembic upgrade head.", keywords=["alembic"])
     assert (saved.ref, saved.path, saved.overwritten) == (
-        "mem/project/atlas-migrations.md", root / "project" / "atlas-migrations.md", False)
+        "mem/projects/atlas-migrations.md", root / "projects" / "atlas-migrations.md", False)
     doc = parse_memory(saved.path.read_bytes())
     assert (doc.name, doc.type, doc.keywords, doc.body) == (
         "Atlas: Migrations!", "project", ("alembic",), "Run alembic upgrade head.\n")
-    assert sorted(os.listdir(root / "project")) == ["atlas-migrations.md"]  # no temp file left
+    assert sorted(os.listdir(root / "projects")) == ["atlas-migrations.md"]  # no temp file left
 
 
 def test_save_refuses_what_the_store_would_skip_before_touching_the_disk(files: MemoryRoot, root: Path) -> None:

@@ -35,13 +35,22 @@ def test_add_writes_a_validated_memory_under_its_type_folder_with_the_body_from_
     result = _add(store, "--type", "project", "--name", "Atlas: Migrations!", "--description", "how atlas migrates",
                   "--keyword", "alembic", body="Run alembic upgrade head.\n", cwd=store)
     assert result.returncode == 0, result.stderr
-    target = store / "project" / "atlas-migrations.md"
-    assert result.stdout.strip() == f"added mem/project/atlas-migrations.md ({target})"
+    target = store / "projects" / "atlas-migrations.md"
+    assert result.stdout.strip() == f"added mem/projects/atlas-migrations.md ({target})"
     doc = parse_memory(target.read_bytes())
     assert (doc.name, doc.type, doc.keywords, doc.body) == (
         "Atlas: Migrations!", "project", ("alembic",), "Run alembic upgrade head.\n")
     with MemoryStore.open(store, watch=False) as opened:
-        assert "mem/project/atlas-migrations.md" in opened.snapshot().docs
+        assert "mem/projects/atlas-migrations.md" in opened.snapshot().docs
+
+
+def test_add_files_a_projects_memory_where_the_examples_do(store: Path) -> None:
+    result = _add(store, "--type", "project", "--project", "Atlas", "--name", "Deploy", "--description", "how atlas ships",
+                  body="fly deploy\n", cwd=store)
+    assert result.returncode == 0, result.stderr
+    assert (store / "projects" / "atlas" / "deploy.md").is_file()  # as examples/memories/projects/ledgerline/deploy.md
+    wrong = _add(store, "--type", "user", "--project", "Atlas", "--name", "Tea", "--description", "tea", body="x\n", cwd=store)
+    assert wrong.returncode == 2 and wrong.stderr.strip() == "recall-kit: not saved: --project is for --type project, not user"
 
 
 def test_add_refuses_to_overwrite_without_force_and_replaces_with_it(store: Path) -> None:

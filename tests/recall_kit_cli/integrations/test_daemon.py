@@ -210,12 +210,14 @@ def test_serve_stop_stops_the_daemon_and_waits_until_it_is_gone(env: Env, memori
     assert started.stop() == 0
 
 
-def test_status_and_stop_without_a_daemon_are_one_line_errors(env: Env) -> None:
-    for args in (["--status"], ["--status", "--json"], ["--stop"]):
-        result = env.run("serve", *args)
-        assert (result.returncode, result.stdout) == (2, b""), args
-        lines = result.stderr.decode().splitlines()
-        assert lines == [f"recall-kit: no daemon runs for this user (nothing listens on {env.socket})"], lines
+def test_status_and_stop_without_a_daemon_say_so_and_are_not_bad_input(env: Env) -> None:
+    said = f"no daemon runs for this user (nothing listens on {env.socket})"
+    status = env.run("serve", "--status")
+    assert (status.returncode, status.stdout.decode(), status.stderr) == (3, said + "\n", b"")  # "not running"
+    as_json = env.run("serve", "--status", "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout) == {"running": False, "reason": said}
+    stop = env.run("serve", "--stop")  # nothing to stop: done
+    assert (stop.returncode, stop.stdout.decode(), stop.stderr) == (0, said + ": nothing to stop\n", b"")
 
 
 def test_a_refusal_to_serve_is_also_in_the_hook_log(env: Env) -> None:
@@ -225,3 +227,14 @@ def test_a_refusal_to_serve_is_also_in_the_hook_log(env: Env) -> None:
     assert result.returncode == 2
     log = env.hook_log.read_text()
     assert "refused to start: refusing to serve:" in log and "daemon.lock is a symlink" in log
+
+
+def test_hook_uninstall_says_whether_the_daemon_still_runs(env: Env, memories: Path) -> None:
+    assert env.run("hook", "install", "claude-code", "--root", str(memories)).returncode == 0
+    started = Daemon(env)
+    env.request({"op": "begin", "session": "un", "roots": [str(memories)], "query": DEPLOY_PROMPT})
+    running = env.run("hook", "uninstall", "claude-code")
+    assert running.returncode == 0 and b"the daemon still runs" in running.stdout and b"serve --stop" in running.stdout
+    assert env.run("serve", "--stop").returncode == 0 and started.stop() == 0
+    gone = env.run("hook", "uninstall", "claude-code")
+    assert gone.returncode == 0 and gone.stdout.decode().splitlines()[-1] == "no daemon runs"
