@@ -4,13 +4,15 @@ Usage: python bench/check_datasets.py PATH [PATH ...]
 
 A PATH holding `queries.jsonl` is a dataset (memories under `PATH/memories/`); any other folder
 is checked as a bare memory store. Prints counts per kind; exits 1 when anything is wrong.
-Memory files are read by the store's own parser (``memory_store.parse_memory``), so a file passes
-here exactly when the store would load it; a dataset memory must also have a body.
+Memory files are read by the store itself (``memory_store.MemoryStore``), so a file passes here
+exactly when the store would load it; a dataset memory must also have a body. Query lines are read
+by the benchmarks' own reader (``recall_kit_bench.read_queries``), so a line passes here exactly
+when the benchmarks can read it; this adds the checks of what a line says (kinds, relevant paths,
+semantic queries that share no word with their memory).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import unicodedata
@@ -18,14 +20,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory_store import MEMORY_TYPES, MemoryDoc, MemoryParseError, parse_memory
+from memory_store import MemoryDoc, MemoryStore
+from recall_kit_bench._datasets import DATASET_SCOPE, EvalQuery, read_queries
 
-INDEX_FILE = "MEMORY.md"
-QUERY_KEYS = frozenset({"id", "query", "relevant", "kind"})
 KNOWN_KINDS = frozenset(
     {
         "lexical", "paraphrase", "typo", "multi", "semantic", "negative",
-        "zh", "ja", "ko", "mixed", "fullwidth",
+        "zh", "ja", "ko", "mixed", "fullwidth", "body-only",
     }
 )
 FOREIGN_KIND = re.compile(r"^locomo-\d+$")  # the converted LoCoMo split keeps its own kinds
@@ -78,64 +79,39 @@ def content_words(text: str) -> set[str]:
     return words
 
 
-def read_memory(path: Path, rel: str) -> MemoryDoc:
-    """Parse one memory file with the store's parser; raises ValueError with a one-line reason."""
-    try:
-        doc = parse_memory(path.read_bytes(), scope="memories", path=rel, abspath=path)
-    except MemoryParseError as exc:
-        raise ValueError(str(exc)) from None
-    if not doc.body.strip():
-        raise ValueError("empty body")  # a dataset memory with nothing to recall
-    return doc
-
-
 def memory_text(memory: MemoryDoc) -> str:
     return f"{memory.name}\n{memory.description}\n{' '.join(memory.keywords)}\n{memory.body}"
 
 
 def load_store(root: Path, report: Report) -> dict[str, MemoryDoc]:
-    """Every memory under root by relative POSIX path; bad files become problems."""
-    memories: dict[str, MemoryDoc] = {}
-    for path in sorted(root.rglob("*.md")):
-        rel = path.relative_to(root)
-        if path.name == INDEX_FILE or any(part.startswith(".") for part in rel.parts):
-            continue
-        try:
-            memories[rel.as_posix()] = read_memory(path, rel.as_posix())
-        except ValueError as exc:
-            report.problem(path, str(exc))
+    """Every memory under root by relative POSIX path, as the store reads them; what it skips, and a
+    memory with an empty body (nothing to recall), become problems."""
+    with MemoryStore.open((DATASET_SCOPE, root), watch=False, enrichment=False, learned=False) as store:
+        snapshot = store.snapshot()
+    for error in snapshot.errors:
+        report.problem(root / error.path, error.reason)
+    memories = {}
+    for doc in snapshot.docs.values():
+        if doc.body.strip():
+            memories[doc.path] = doc
+        else:
+            report.problem(root / doc.path, "empty body")
     report.memories = len(memories)
     if not memories:
         report.problem(root, "no memory files")
     return memories
 
 
-def check_query(line_no: int, raw: str, memories: dict[str, MemoryDoc],
-                seen_ids: set[str], report: Report) -> None:
-    where = f"queries.jsonl:{line_no}"
-    try:
-        item = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        report.problem(where, f"not JSON ({exc.msg})")
-        return
-    if not isinstance(item, dict) or not QUERY_KEYS <= item.keys():
-        report.problem(where, f"needs keys {sorted(QUERY_KEYS)}")
-        return
-    qid, query, relevant, kind = item["id"], item["query"], item["relevant"], item["kind"]
-    where = f"{where} ({qid})"
-    if not isinstance(qid, str) or not qid or qid in seen_ids:
-        report.problem(where, "id missing or duplicated")
-    seen_ids.add(str(qid))
-    if not isinstance(query, str) or not query.strip():
-        report.problem(where, "empty query")
-        return
-    if not isinstance(relevant, list) or len(set(map(str, relevant))) != len(relevant):
-        report.problem(where, "relevant must be a list of distinct paths")
-        return
-    if not isinstance(kind, str) or not (kind in KNOWN_KINDS or FOREIGN_KIND.match(kind)):
+def check_query(query: EvalQuery, where: str, memories: dict[str, MemoryDoc], report: Report) -> None:
+    kind = query.kind
+    if not (kind in KNOWN_KINDS or FOREIGN_KIND.match(kind)):
         report.problem(where, f"unknown kind {kind!r}")
         return
+    if not query.query.strip():
+        report.problem(where, "empty query")
+        return
     report.kinds[kind] += 1
+    relevant = sorted(ref.removeprefix(DATASET_SCOPE + "/") for ref in query.relevant)
     for path in relevant:
         if path not in memories:
             report.problem(where, f"relevant path {path!r} is not a memory")
@@ -143,12 +119,12 @@ def check_query(line_no: int, raw: str, memories: dict[str, MemoryDoc],
         report.problem(where, "negative queries, and only they, have relevant: []")
     if kind == "multi" and len(relevant) < 2:
         report.problem(where, "multi needs at least two relevant memories")
-    if kind == "fullwidth" and not FULLWIDTH.search(query):
+    if kind == "fullwidth" and not FULLWIDTH.search(query.query):
         report.problem(where, "fullwidth query has no full-width character")
-    if kind in ("zh", "ja", "ko") and not CJK.search(query):
+    if kind in ("zh", "ja", "ko") and not CJK.search(query.query):
         report.problem(where, f"{kind} query has no CJK text")
     if kind == "semantic":
-        query_words = content_words(query)
+        query_words = content_words(query.query)
         for path in relevant:
             if path in memories:
                 shared = query_words & content_words(memory_text(memories[path]))
@@ -159,11 +135,10 @@ def check_query(line_no: int, raw: str, memories: dict[str, MemoryDoc],
 def check_dataset(folder: Path) -> Report:
     report = Report()
     memories = load_store(folder / "memories", report)
-    seen_ids: set[str] = set()
-    with open(folder / "queries.jsonl", encoding="utf-8") as lines:
-        for line_no, raw in enumerate(lines, start=1):
-            if raw.strip():
-                check_query(line_no, raw, memories, seen_ids, report)
+    unread: list[str] = []  # the lines the reader could not read, each named with its number
+    for query in read_queries(folder / "queries.jsonl", unread):
+        check_query(query, f"queries.jsonl ({query.id})", memories, report)
+    report.problems.extend(unread)
     if not report.kinds:
         report.problem(folder, "no queries")
     return report

@@ -17,6 +17,7 @@ from recall_kit_bench._datasets import (
     frontmatter_copy,
     load_dataset,
     memory_text,
+    read_queries,
     write_eval_dataset,
     write_memory,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "metrics_by_kind",
     "oracle_answers",
     "percentiles",
+    "read_queries",
     "plot_delivery",
     "read_generated_store",
     "replay_table",

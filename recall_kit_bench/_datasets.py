@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -79,17 +79,41 @@ def load_dataset(
     if placement == "frontmatter" and enrichment is not False:
         with tempfile.TemporaryDirectory(prefix="recall-kit-frontmatter-") as folder:
             snapshot = _load_memories(frontmatter_copy(memories, snapshot, Path(folder) / "memories"), False)
-    queries = []
-    with open(root / "queries.jsonl", "rb") as lines:  # bytes: a line that is not UTF-8 is named, not a traceback
+    return EvalDataset(root, snapshot, tuple(read_queries(root / "queries.jsonl")))
+
+
+def read_queries(path: Path, problems: list[str] | None = None) -> Iterator[EvalQuery]:
+    """Each query of a ``queries.jsonl`` file, in order: the one reader of the format (the benchmarks'
+    and ``bench/check_datasets.py``'s). A line that is not as specified (not UTF-8, not a JSON object,
+    a key missing, ``relevant`` not a list of distinct paths, an id given twice) raises DatasetError
+    naming it (``path:N``); with ``problems``, that one-line reason is appended there and the line
+    skipped, so that a checker names every bad line at once."""
+    seen: set[str] = set()
+    with open(path, "rb") as lines:  # bytes: a line that is not UTF-8 is named, not a traceback
         for number, raw in enumerate(lines, 1):
-            where = f"{root / 'queries.jsonl'}:{number}"
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DatasetError(f"{where}: not UTF-8 (invalid byte at offset {exc.start} of the line)") from None
-            if line.strip():
-                queries.append(_query(line, where))
-    return EvalDataset(root, snapshot, tuple(queries))
+                query = _line_query(raw, f"{path}:{number}", seen)
+            except DatasetError as exc:
+                if problems is None:
+                    raise
+                problems.append(str(exc))
+                continue
+            if query is not None:
+                yield query
+
+
+def _line_query(raw: bytes, where: str, seen: set[str]) -> EvalQuery | None:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{where}: not UTF-8 (invalid byte at offset {exc.start} of the line)") from None
+    if not line.strip():
+        return None
+    query = _query(line, where)
+    if query.id in seen:
+        raise DatasetError(f"{where}: the id {query.id!r} is given twice")
+    seen.add(query.id)
+    return query
 
 
 def _query(line: str, where: str) -> EvalQuery:
@@ -102,12 +126,15 @@ def _query(line: str, where: str) -> EvalQuery:
     missing = [key for key in ("id", "query", "relevant") if key not in item]
     if missing:
         raise DatasetError(f"{where}: missing key {missing[0]!r}")
-    if not isinstance(item["query"], str) or not isinstance(item["relevant"], list):
+    relevant = item["relevant"]
+    if not isinstance(item["query"], str) or not isinstance(relevant, list):
         raise DatasetError(f"{where}: 'query' must be a string and 'relevant' a list of paths")
+    if not all(isinstance(rel, str) for rel in relevant) or len(set(relevant)) != len(relevant):
+        raise DatasetError(f"{where}: 'relevant' must be a list of distinct paths")
     return EvalQuery(
         id=str(item["id"]),
         query=item["query"],
-        relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in item["relevant"]),
+        relevant=frozenset(f"{DATASET_SCOPE}/{rel}" for rel in relevant),
         kind=str(item.get("kind", "")),
         extra={k: v for k, v in item.items() if k not in _QUERY_KEYS},
     )

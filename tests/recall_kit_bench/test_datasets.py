@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from memory_store import EnrichmentEntry, parse_memory, sidecar_path, write_enrichment
+from memory_store import MEMORY_TYPES, EnrichmentEntry, parse_memory, sidecar_path, write_enrichment
 from recall_kit_bench import DatasetError, load_dataset, memory_text, write_eval_dataset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_dataset_folder_passes_validator(folder: Path) -> None:
 def test_example_store_has_twenty_memories_of_every_type_and_an_index() -> None:
     memories = checker.load_store(EXAMPLES, checker.Report())
     assert len(memories) >= 20
-    assert {m.type for m in memories.values()} == checker.MEMORY_TYPES
+    assert {m.type for m in memories.values()} == MEMORY_TYPES
     assert (EXAMPLES / "MEMORY.md").is_file()
     assert {path.split("/")[1] for path in memories if path.startswith("projects/")} >= {"ledgerline", "tidepool"}
 
@@ -127,7 +127,7 @@ def test_validator_rejects_missing_path_duplicate_id_and_unknown_kind(tmp_path: 
         {"id": "q2", "query": "x", "relevant": [], "kind": "vibes"},
     ])
     problems = "\n".join(checker.check_path(folder).problems)
-    assert "nope.md" in problems and "duplicated" in problems and "vibes" in problems
+    assert "nope.md" in problems and "queries.jsonl:2: the id 'q1' is given twice" in problems and "vibes" in problems
 
 
 def test_validator_rejects_memory_with_unknown_type(tmp_path: Path) -> None:
