@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,7 @@ class ObservedTurn:
     tool_result: Delivery | None = None  # at the first tool-result point
     selection: Selection | None = None  # when a model stage ran and finished by the tool-result point
     settled_ms: float | None = None  # begin -> recall settled, if it did by the tool-result point
+    learning: bool = False  # the refinement went on after the turn ended, for the learner alone
 
     @property
     def initial_refs(self) -> tuple[str, ...]:
@@ -150,8 +151,11 @@ class TurnRunner:
         *,
         between: Between | None = None,
         on_initial: Callable[[ObservedTurn], None] | None = None,
+        after: Callable[[ObservedTurn], Awaitable[None]] | None = None,
     ) -> ObservedTurn:
-        """One turn; ``between=None`` is a tool-free turn (no tool-result point)."""
+        """One turn; ``between=None`` is a tool-free turn (no tool-result point). ``after`` runs once the
+        turn has ended and before its session closes: a refinement that went on for learning alone
+        (``ObservedTurn.learning``) still runs then, as it does while an agent waits for its next prompt."""
         record = _Record()
 
         def on_event(event: object) -> None:
@@ -184,6 +188,10 @@ class TurnRunner:
                     query, initial, turn.wait_ms, turn.fast, tool_result, record.selection, settled_ms
                 )
             session.finish()
+            if session.learning:
+                turn = dataclasses.replace(turn, learning=True)
+            if after is not None:
+                await after(turn)
         finally:
             await session.close()
         return turn

@@ -29,7 +29,7 @@ from typing import Any
 from memory_store import LEARNED_PATH, MemoryRoot, sidecar_path
 from recall_kit import FastHeuristic, LearnEvent, Recaller, RecallEvent, SelectorConfig, UsageError, open_recaller
 from recall_kit.testing import ScriptedChatServer
-from recall_kit.turns import SETTLE_MARGIN_S
+from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit_bench._datasets import DATASET_SCOPE, EvalDataset, EvalQuery
 from recall_kit_bench._errors import HarnessError
 from recall_kit_bench._evaluation import (
@@ -309,59 +309,55 @@ def copy_memories(dataset: EvalDataset, sidecar: Path | None, into: Path) -> Pat
 async def train(
     recaller: Recaller,
     queries: Sequence[EvalQuery],
-    settled: asyncio.Event,
     tick: Callable[[], None],
     answer: Callable[[], None] | None = None,
     learned: asyncio.Event | None = None,
     observe: Callable[[EvalQuery, frozenset[str]], None] | None = None,
 ) -> tuple[int, int, int]:
-    """Each query through a real session of ``recaller``: begin, consume the initial point, wait for
-    the recall to settle (``settled`` is set by the recaller's telemetry), consume the tool-result
-    point, finish. With ``answer`` (which lets the held oracle answer once), the turn ends instead
-    right after the initial point; then the oracle answers and the turn's ``learn`` event (``learned``)
-    is awaited before the next. ``observe`` gets each turn's query and the refs it delivered. Returns
-    (turns, unsettled, refinements that went on after their turn)."""
-    timeout = (recaller.selector.timeout if recaller.selector is not None else 0.0) + SETTLE_MARGIN_S
+    """Each query as one observed turn of ``recaller`` (``recall_kit.turns.TurnRunner``, the one turn
+    loop): begin, the initial point, a wait until the recall settles (bounded by the selector's
+    deadline), the tool-result point. With ``answer`` (which lets the held oracle answer once), the
+    turn is tool-free and ends at its initial point; then the oracle answers and the turn's ``learn``
+    event (``learned``) is awaited before the next. ``observe`` gets each turn's query and the refs it
+    delivered. Returns (turns, unsettled, refinements that went on after their turn)."""
+    runner = TurnRunner(recaller)
+    bound = runner.settle_bound()
     unsettled = after_turn = 0
-    for query in queries:
-        settled.clear()
+
+    async def answered(turn: ObservedTurn) -> None:
+        nonlocal after_turn, unsettled
+        if not turn.learning:  # it was cut (or had settled): nothing is held for it
+            return
+        after_turn += 1
         if learned is not None:
             learned.clear()
-        session = recaller.session()
+        assert answer is not None
+        answer()
         try:
-            session.begin(query.query)
-            first = await session.consume("initial")
-            if answer is not None:
-                session.finish()
-                waited = None
-                if session.learning:  # else it was cut (or had settled): nothing is held for it
-                    after_turn += 1
-                    answer()
-                    waited = learned
-            else:
-                waited = settled
-            if waited is not None:
-                try:
-                    async with asyncio.timeout(timeout):
-                        await waited.wait()
-                except TimeoutError:
-                    unsettled += 1  # the tool-result point takes what there is, as an agent's would
-            later = await session.consume("tool_result")
-            session.finish()
-        finally:
-            await session.close()
+            async with asyncio.timeout(bound.bound_s):
+                if learned is not None:
+                    await learned.wait()
+        except TimeoutError:
+            unsettled += 1
+
+    for query in queries:
+        if answer is None:
+            turn = await runner.run(query.query, between=bound)
+            unsettled += turn.settled_ms is None  # the tool-result point took what there was, as an agent's would
+        else:
+            turn = await runner.run(query.query, after=answered)
         if observe is not None:
-            observe(query, frozenset(ref for got in (first, later) if got is not None for ref in got.refs))
+            observe(query, frozenset(turn.initial_refs + turn.tool_refs))
         tick()
     return len(queries), unsettled, after_turn
 
 
 class _TurnTelemetry:
-    """The learning recaller's telemetry: settles the current turn, counts fallbacks, keeps update times."""
+    """The learning recaller's telemetry: counts fallbacks and skipped model calls, keeps update times,
+    and tells when the current turn was learned from (the turn runner knows when it settled)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.settled = asyncio.Event()
         self.learned = asyncio.Event()  # a learn event arrived: the turn's selection was learned from, or skipped
         self.fallbacks = 0
         self.learn_ms: list[float] = []
@@ -374,9 +370,8 @@ class _TurnTelemetry:
             self.fallbacks += event.fallback is not None
             self.skipped += event.model_skipped
             self.skipped_now = event.model_skipped
-            self.loop.call_soon_threadsafe(self.settled.set)  # the learner may emit from its own thread
         elif isinstance(event, LearnEvent):
-            self.loop.call_soon_threadsafe(self.learned.set)
+            self.loop.call_soon_threadsafe(self.learned.set)  # the learner emits from its own thread
             self.learn_outcomes[event.outcome] = self.learn_outcomes.get(event.outcome, 0) + 1
             if event.outcome == "learned":
                 self.learn_ms.append(event.duration_ms)
@@ -434,8 +429,7 @@ async def _learned_fold(
         recaller = open_learning_recaller(root, selector, telemetry, skip_certain)
         try:
             turns, unsettled, after_turn = await train(
-                recaller, [*trained] * passes, telemetry.settled, tick, answer, telemetry.learned if answer else None,
-                observe,
+                recaller, [*trained] * passes, tick, answer, telemetry.learned if answer else None, observe,
             )
             learner = recaller.learner
             if learner is None:

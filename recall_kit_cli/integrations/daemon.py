@@ -342,7 +342,7 @@ class RecallDaemon:
         conversation.session.begin(query)  # begin() cuts it to what recall reads
         while len(self._conversations) > self.max_sessions:  # the least recently used go; this one is the most recent
             await self._drop_session(next(iter(self._conversations)))
-        if message.get("writing_note") is True and sid not in self._noted:
+        if message.get("writing_note") is True and not self._was_noted(sid):
             return {"writing_note": await self._writing_note(sid, recaller)}  # the session had none yet
         return {}
 
@@ -351,7 +351,7 @@ class RecallDaemon:
         ``roots`` (none: the note alone) when they open within WRITING_NOTE_WAIT_S, else nothing and
         the session's first prompt gets it (the opening goes on for that prompt)."""
         sid = _session_id(message)
-        if message.get("unless_given") is True and sid in self._noted:
+        if message.get("unless_given") is True and self._was_noted(sid):
             return {"text": None}
         roots = message.get("roots")
         if roots == [] or not self._agent_keywords:
@@ -363,6 +363,11 @@ class RecallDaemon:
         if not done:
             return {"text": None}
         return {"text": await self._writing_note(sid, opening.result())}
+
+    def _was_noted(self, sid: str) -> bool:
+        """Whether session ``sid`` had the writing note: from this daemon, or from one before a restart
+        (a session something was delivered in had its first prompt, which brings the note)."""
+        return sid in self._noted or bool(self._surfaced.refs(sid))
 
     async def _writing_note(self, sid: str, recaller: Recaller | None) -> str | None:
         """The note (None when the setting is off), the session now counted as given one."""

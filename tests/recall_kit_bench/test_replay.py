@@ -143,7 +143,7 @@ def test_training_drives_each_prompt_through_a_real_session_to_its_settled_model
                 [copy_memories(dataset, None, tmp_path)], selector=config, watch=False, use_cache=False, telemetry=sink
             )
             try:
-                turns, unsettled, _ = await train(recaller, dataset.queries, telemetry.settled, lambda: None)
+                turns, unsettled, _ = await train(recaller, dataset.queries, lambda: None)
             finally:
                 await recaller.aclose()
             return turns, unsettled, telemetry.fallbacks
@@ -293,7 +293,7 @@ def test_turns_that_end_before_the_oracle_answers_learn_what_full_turns_learn(da
     assert "ends before the oracle answers" in replay_table(early)
 
 
-def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_events() -> None:
+def test_the_turn_telemetry_counts_fallbacks_and_reads_learn_events() -> None:
     from recall_kit_bench._replay import _TurnTelemetry
 
     async def go() -> _TurnTelemetry:
@@ -305,7 +305,7 @@ def test_the_turn_telemetry_settles_turns_counts_fallbacks_and_reads_learn_event
                              duration_ms=2.5)
         telemetry(learned)
         telemetry(dataclasses.replace(learned, outcome="skipped", reason="nothing to teach", duration_ms=0.0))  # no time
-        await asyncio.wait_for(telemetry.settled.wait(), 1)
+        await asyncio.wait_for(telemetry.learned.wait(), 1)  # set from the learner's thread, on the loop
         return telemetry
 
     telemetry = asyncio.run(go())

@@ -43,7 +43,7 @@ def test_query_json_lists_the_delivered_document(memory_root: Path) -> None:
 def test_query_text_says_when_nothing_is_delivered(memory_root: Path) -> None:
     result = CliRunner().invoke(cli, ["query", "sourdough starter", "--root", str(memory_root)])
     assert result.exit_code == 0
-    assert "nothing delivered" in result.output and "fast stage:" in result.output
+    assert "delivered at once (" in result.output and "): nothing, no confident match" in result.output
 
 
 def test_query_with_a_missing_root_is_a_usage_error(tmp_path: Path) -> None:
