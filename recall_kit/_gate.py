@@ -46,6 +46,7 @@ MIN_SPECIFIC_TERMS = 2  # ... but the document must match two non-generic query 
 MIN_HEAD_TERMS = 1  # ... one of them in its name, description, keywords or usage scenarios
 ENRICHMENT_HEAD_CREDIT = 0.5  # a head word matched only in keywords or usage scenarios, against name or description
 ENRICHMENT_COVERAGE_CREDIT = 0.0  # coverage of a word matched only in keywords or usage scenarios, in no entry the query matches whole or in two words
+ENRICHMENT_VOCABULARY_WEIGHT = 2.0  # a query word only keywords or usage scenarios hold, in any memory, counts as unknown
 TIE_RATIO = 1.01  # when the second scores at least this share of the first (never: off) ...
 TIE_MIN_HEAD_TERMS = 0.0  # ... the first needs this many head words
 CJK_UNKNOWN_WEIGHT = 0.0  # unknown CJK bigrams are mostly pairs across a word boundary
@@ -106,6 +107,7 @@ class SlotMatch:
     learned_only: bool = False  # matched in the head only through the memory's learned words
     enrichment_only: bool = False  # matched only in keywords or usage scenarios (frontmatter or sidecar)
     in_entry: bool = False  # ... in a keyword or usage scenario the query matches whole or in two words
+    enrichment_vocabulary: bool = False  # only keywords or usage scenarios hold it, in any document
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +117,24 @@ class Evidence:
     slots: tuple[SlotMatch, ...]
 
     def coverage(
-        self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float, enrichment_credit: float = 1.0
+        self,
+        unknown_weight: float,
+        generic_weight: float,
+        cjk_unknown_weight: float,
+        enrichment_credit: float = 1.0,
+        enrichment_vocabulary_weight: float = 1.0,
     ) -> float:
         """Share of the query's idf mass this document matches; a word matched only in enrichment words,
-        and in no keyword or usage scenario the query matches whole or in two words, counts ``enrichment_credit``."""
+        and in no keyword or usage scenario the query matches whole or in two words, counts ``enrichment_credit``.
+        A word that only keywords or usage scenarios hold, in any document, weighs ``enrichment_vocabulary_weight``
+        (``unknown_weight``: as unknown, as it is where nothing is enriched)."""
         total = matched = 0.0
         for slot in self.slots:
             mass = slot.mass * (generic_weight if slot.generic else 1.0)
             if not slot.known:
                 mass *= cjk_unknown_weight if slot.cjk else unknown_weight
+            elif slot.enrichment_vocabulary:
+                mass *= enrichment_vocabulary_weight
             total += mass
             lone = slot.enrichment_only and not slot.in_entry
             matched += slot.credit * mass * (enrichment_credit if lone else 1.0)
@@ -161,6 +172,7 @@ class FeatureWeights:
     enrichment_head_credit: float = ENRICHMENT_HEAD_CREDIT
     learned_head_credit: float = LEARNED_HEAD_CREDIT
     enrichment_coverage_credit: float = ENRICHMENT_COVERAGE_CREDIT
+    enrichment_vocabulary_weight: float = ENRICHMENT_VOCABULARY_WEIGHT
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +198,11 @@ def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures[f
     return GateFeatures(
         evidence.specific_terms(),
         evidence.coverage(
-            weights.unknown_weight, weights.generic_weight, weights.cjk_unknown_weight, weights.enrichment_coverage_credit
+            weights.unknown_weight,
+            weights.generic_weight,
+            weights.cjk_unknown_weight,
+            weights.enrichment_coverage_credit,
+            weights.enrichment_vocabulary_weight,
         ),
         evidence.head_terms(weights.enrichment_head_credit, weights.learned_head_credit),
         float(evidence.phrase_terms()),
@@ -264,6 +280,7 @@ class GateSettings:
     certain_second_ratio: float = CERTAIN_SECOND_RATIO
     certain_min_coverage: float = CERTAIN_MIN_COVERAGE
     certain_min_head_terms: float = CERTAIN_MIN_HEAD_TERMS
+    enrichment_vocabulary_weight: float = ENRICHMENT_VOCABULARY_WEIGHT
 
     @property
     def weights(self) -> FeatureWeights:
@@ -275,6 +292,7 @@ class GateSettings:
             self.enrichment_head_credit,
             self.learned_head_credit,
             self.enrichment_coverage_credit,
+            self.enrichment_vocabulary_weight,
         )
 
     def unsuppressed(self, ranked: Sequence[ScoredDoc], words: frozenset[str]) -> tuple[ScoredDoc, ...]:
