@@ -125,6 +125,8 @@ BEFORE = GateSettings(
 # PLAIN_SLACK of BEFORE's; enriched strict (both forms) within ENRICHED_STRICT_SLACK of BEFORE's.
 PLAIN_SLACK = 0.005
 ENRICHED_STRICT_SLACK = 0.02
+# Enriched silence (both forms) at most ENRICHED_SILENCE_SLACK below the same gate's plain silence.
+ENRICHED_SILENCE_SLACK = 0.01
 
 
 def floors(before: dict[str, float]) -> dict[str, float]:
@@ -277,9 +279,16 @@ def delivered_refs(table: Table, gate: GateSettings) -> list[list[str]]:
 
 
 def objective(result: dict[str, float], kept: dict[str, float]) -> float:
-    """Shortfall against TARGETS, summed, and a floor's (``kept``) at FLOOR_WEIGHT; higher is better."""
+    """Shortfall against TARGETS, summed, and a floor's (``kept``, and enriched silence against the same
+    gate's plain silence less ENRICHED_SILENCE_SLACK) at FLOOR_WEIGHT; higher is better."""
     shortfall = sum(max(0.0, target - result[key]) for key, target in TARGETS.items() if key in result)
     shortfall += FLOOR_WEIGHT * sum(max(0.0, floor - result[key]) for key, floor in kept.items() if key in result)
+    shortfall += FLOOR_WEIGHT * sum(
+        max(0.0, result[plain] - ENRICHED_SILENCE_SLACK - value)
+        for key, value in result.items()
+        if "+" in key and key.endswith(".silence") and key.count(".") == 1
+        and (plain := key.partition("+")[0] + ".silence") in result
+    )
     return -shortfall
 
 
