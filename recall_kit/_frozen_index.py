@@ -125,14 +125,14 @@ class FrozenIndex:
         return tuple(self._term_tfs[at * width : (at + 1) * width].tolist())
 
     def held_in(self, term: str, fields: Sequence[int]) -> bool:
-        """Whether some document holds ``term`` in one of ``fields`` (field numbers); stops at the first."""
+        """Whether some document holds ``term`` in one of ``fields`` (field numbers), field by field in
+        the order given, each a strided view of the term's postings scanned in C up to its first hit."""
         term_id = self.term_ids.get(term)
         if term_id is None:
             return False
-        width, tfs = len(self.field_weights), self._term_tfs
-        return any(
-            tfs[at * width + field] for at in range(self._term_ptr[term_id], self._term_ptr[term_id + 1]) for field in fields
-        )
+        width = len(self.field_weights)
+        tfs = self._term_tfs[self._term_ptr[term_id] * width : self._term_ptr[term_id + 1] * width]
+        return any(any(tfs[field::width]) for field in fields)
 
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths."""

@@ -121,7 +121,7 @@ def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
 def _enrichment_vocabulary(index: ScoringIndex, matches: Sequence[QueryTerm]) -> bool:
     """Whether only keywords and usage scenarios hold the terms ``matches`` names: the word is known only
     because enrichment made it so, and a store without enrichment would count it as unknown."""
-    return not any(index.held_in(match.term, _OWN_TEXT) for match in matches)
+    return not any(index.held_in(match.term, _OWN_TEXT_BODY_FIRST) for match in matches)
 
 
 def _by_start(index: ScoringIndex, term: str, df: int) -> tuple[QueryTerm, ...]:
@@ -227,6 +227,7 @@ def _in_entries(
 
 _WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})
 _OWN_TEXT = sorted(CORE_FIELDS | {BODY_FIELD, LEARNED_FIELD})  # anything but keywords and usage scenarios
+_OWN_TEXT_BODY_FIRST = (BODY_FIELD, *sorted(CORE_FIELDS), LEARNED_FIELD)  # the same, likeliest first
 _AUTHOR_FIELDS = sorted(CORE_FIELDS | {BODY_FIELD})  # what the memory's author wrote
 
 
