@@ -90,6 +90,9 @@ class ScoringIndex(Protocol):
     def posting(self, term: str, ref: str) -> Posting | None:
         """Per-field frequencies of ``term`` in ``ref``, or None when it does not occur there."""
 
+    def held_in(self, term: str, fields: Sequence[int]) -> bool:
+        """Whether some document holds ``term`` in one of ``fields`` (field numbers)."""
+
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths."""
 

@@ -124,6 +124,16 @@ class FrozenIndex:
         width = len(self.field_weights)
         return tuple(self._term_tfs[at * width : (at + 1) * width].tolist())
 
+    def held_in(self, term: str, fields: Sequence[int]) -> bool:
+        """Whether some document holds ``term`` in one of ``fields`` (field numbers), field by field in
+        the order given, each a strided view of the term's postings scanned in C up to its first hit."""
+        term_id = self.term_ids.get(term)
+        if term_id is None:
+            return False
+        width = len(self.field_weights)
+        tfs = self._term_tfs[self._term_ptr[term_id] * width : self._term_ptr[term_id + 1] * width]
+        return any(any(tfs[field::width]) for field in fields)
+
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths."""
         if self._shelves is None:

@@ -398,6 +398,14 @@ class FieldIndex:
         assert self._base.values is not None
         return tuple(self._base.values[start + at].tolist())
 
+    def held_in(self, term: str, fields: Sequence[int]) -> bool:
+        """Whether some live document holds ``term`` in one of ``fields`` (field numbers)."""
+        term_id = self.term_ids.get(term)
+        if term_id is None:
+            return False
+        _, tfs = self._term_postings(term_id)
+        return bool(tfs[:, list(fields)].any()) if len(tfs) else False
+
     def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
         """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
         if self._buckets is None:

@@ -58,6 +58,7 @@ class QuerySlot:
     term: str  # the query's own term
     run: tuple[int, int] | None = None  # a CJK bigram's run in the query, and its place in the run
     number: bool = False  # a bare number: specific only where the memory's own text holds it
+    enrichment_vocabulary: bool = False  # known only through keywords and usage scenarios (no memory's own text holds it)
 
 
 def query_tokens(query: str) -> list[Token]:
@@ -97,7 +98,9 @@ def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
         by_start = _by_start(index, token.term, df)
         if df:
             matches = (QueryTerm(token.term), *by_start)
-            slots.append(QuerySlot(bm25_idf(n, df), matches, True, generic, token.term, run, number))
+            slots.append(QuerySlot(
+                bm25_idf(n, df), matches, True, generic, token.term, run, number, _enrichment_vocabulary(index, matches)
+            ))
             continue
         if by_start:
             slots.append(QuerySlot(index.idf(by_start[0].term), by_start, True, generic, token.term, run, number))
@@ -107,10 +110,18 @@ def query_slots(index: ScoringIndex, tokens: list[Token]) -> list[QuerySlot]:
         expansions = _typo_expansions(index, token.surface) if token.surface else ()
         if expansions:  # weigh a mistyped word like the word it was meant to be
             mass = max(index.idf(match.term) for match in expansions)
-            slots.append(QuerySlot(mass, expansions, True, generic, token.term))
+            slots.append(QuerySlot(
+                mass, expansions, True, generic, token.term, enrichment_vocabulary=_enrichment_vocabulary(index, expansions)
+            ))
         else:
             slots.append(QuerySlot(bm25_idf(n, 0), (), False, generic, token.term))
     return slots
+
+
+def _enrichment_vocabulary(index: ScoringIndex, matches: Sequence[QueryTerm]) -> bool:
+    """Whether only keywords and usage scenarios hold the terms ``matches`` names: the word is known only
+    because enrichment made it so, and a store without enrichment would count it as unknown."""
+    return not any(index.held_in(match.term, _OWN_TEXT_BODY_FIRST) for match in matches)
 
 
 def _by_start(index: ScoringIndex, term: str, df: int) -> tuple[QueryTerm, ...]:
@@ -190,6 +201,7 @@ def doc_evidence(
         SlotMatch(
             slot.mass, credit, slot.known, generic, is_cjk_term(slot.term), in_head,
             number in in_phrase, in_core, words[number], learned_only, only is not None, number in in_entry,
+            slot.enrichment_vocabulary,
         )
         for number, (slot, (credit, in_head, in_core, learned_only, only, generic)) in enumerate(zip(slots, found))
     ))
@@ -215,6 +227,7 @@ def _in_entries(
 
 _WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})
 _OWN_TEXT = sorted(CORE_FIELDS | {BODY_FIELD, LEARNED_FIELD})  # anything but keywords and usage scenarios
+_OWN_TEXT_BODY_FIRST = (BODY_FIELD, *sorted(CORE_FIELDS), LEARNED_FIELD)  # the same, likeliest first
 _AUTHOR_FIELDS = sorted(CORE_FIELDS | {BODY_FIELD})  # what the memory's author wrote
 
 

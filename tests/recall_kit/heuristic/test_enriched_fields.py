@@ -163,3 +163,41 @@ def test_manifest_shows_enriched_keywords_and_capped_scenarios(tmp_path: Path) -
     scenarios = line.split("scenarios: ", 1)[1]
     assert scenarios.startswith("x" * 70) and len(scenarios.encode()) <= MAX_SCENARIOS_BYTES
     assert "y" not in scenarios
+
+
+def test_a_word_that_only_keywords_hold_counts_as_unknown_in_coverage_in_the_sidecar_as_in_the_frontmatter(
+    tmp_path: Path,
+) -> None:
+    # "cadence" and "fortnightly" stand only in another memory's keywords: without enrichment no memory holds them
+    # and they weigh double against coverage; with it they would be known words, and weigh less, unless the gate
+    # counts a word known only through enrichment as unknown, as it does by default.
+    memory = "---\nname: Release train\ndescription: How the billing service ships\ntype: project\n---\nCut on Tuesdays from main.\n"
+    other = "---\nname: Kitchen notes\ndescription: Recipes the user keeps\ntype: project\n{extra}---\nStarter fed daily.\n"
+    query = "billing release cadence fortnightly toaster"
+    plain = write_root(tmp_path / "p", {"r.md": memory, "o.md": other.format(extra="")})
+    side = write_root(tmp_path / "s", {"r.md": memory, "o.md": other.format(extra="")})
+    enrich(side, "o.md", ("fortnightly cadence",))
+    front = write_root(tmp_path / "f", {"r.md": memory, "o.md": other.format(extra="keywords: [fortnightly cadence]\n")})
+
+    def recall(root: Path, weight: float | None = None) -> tuple[list[str], list[bool]]:
+        gate = GateSettings() if weight is None else GateSettings(enrichment_vocabulary_weight=weight)
+        with MemoryStore.open(("m", root), watch=False) as store:
+            heuristic = FastHeuristic(store.snapshot(), gate=gate)
+        ranked, found, _ = heuristic.rank(query)
+        assert ranked[0].doc.ref == "m/r.md"
+        return [s.doc.ref for s in heuristic.recall(query).docs], [slot.enrichment_vocabulary for slot in found[0].slots]
+
+    assert recall(plain) == ([], [False] * 5)
+    for root in (side, front):
+        delivered, vocabulary = recall(root)
+        assert delivered == [] and vocabulary == [False, False, True, True, False]
+        assert recall(root, weight=1.0)[0][:1] == ["m/r.md"]  # counted as known words, they let the memory through
+
+
+def test_a_word_in_some_memory_s_own_text_is_not_enrichment_vocabulary(tmp_path: Path) -> None:
+    root = write_root(tmp_path / "m", MEMORIES)
+    enrich(root, "cooking.md", ("billing sourdough",))  # both words stand in some memory's own text too
+    with MemoryStore.open(("m", root), watch=False) as store:
+        heuristic = FastHeuristic(store.snapshot())
+    _, found, _ = heuristic.rank("billing sourdough starter")
+    assert [slot.enrichment_vocabulary for slot in found[0].slots] == [False, False, False]

@@ -159,3 +159,14 @@ def test_an_answer_is_certain_only_for_one_unique_strong_match(scored) -> None:
     assert not gate.certain((), [])
     loose = GateSettings(certain_min_coverage=0.3, certain_second_ratio=1.0, certain_min_head_terms=2)
     assert loose.certain(scored(3.0), [weak]) and loose.certain(scored(3.0, 2.9), [strong, held])
+
+
+def test_a_missed_word_only_enrichment_holds_weighs_as_unknown_against_coverage(scored) -> None:
+    # Two words matched (mass 1 each) and one missed word (mass 1) that only keywords or usage scenarios hold.
+    vocabulary = SlotMatch(1.0, 0.0, True, False, False, False, enrichment_vocabulary=True)
+    found = Evidence((_matched(), _matched(), vocabulary))
+    assert found.coverage(2.0, 1.0, 0.0, enrichment_vocabulary_weight=2.0) == pytest.approx(2 / 4)
+    assert found.coverage(2.0, 1.0, 0.0, enrichment_vocabulary_weight=1.0) == pytest.approx(2 / 3)
+    assert Evidence((_matched(), _matched(), _missed())).coverage(2.0, 1.0, 0.0, enrichment_vocabulary_weight=2.0) == (
+        pytest.approx(2 / 3)
+    )  # a word some memory's own text holds is an ordinary known word

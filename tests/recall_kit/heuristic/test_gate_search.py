@@ -23,7 +23,10 @@ GATES = {
     "default": GateSettings(),
     "tie rule on": GateSettings(tie_ratio=0.8, tie_min_head_terms=2.5),
     "strict": GateSettings(min_coverage=0.3, min_head_terms=2, second_score_ratio=0.5, min_phrase_terms=3),
-    "loose": GateSettings(min_coverage=0.15, generic_weight=0.5, enrichment_head_credit=1.0, second_min_coverage=0.3),
+    "loose": GateSettings(
+        min_coverage=0.15, generic_weight=0.5, enrichment_head_credit=1.0, second_min_coverage=0.3,
+        enrichment_vocabulary_weight=1.0,
+    ),
     "learned words count half": GateSettings(learned_head_credit=0.5, min_head_terms=1.5),
 }
 
@@ -48,7 +51,10 @@ def _selected(gate: GateSettings, case) -> list[str]:
 
 @pytest.mark.parametrize(
     ("dataset", "enrichment"),
-    [("agent-memories", True), ("agent-memories", False), ("multilingual", True), ("multilingual", False), ("hard-cases", False)],
+    [
+        ("agent-memories", True), ("agent-memories", False), ("multilingual", True), ("multilingual", False),
+        ("hard-cases", False), ("coding-memories", True),
+    ],
 )
 def test_the_gate_search_delivers_what_select_delivers_on_every_dataset_query(
     bench_heuristic: ModuleType, dataset: str, enrichment: bool

@@ -242,3 +242,17 @@ def test_surface_candidates_after_additions_equal_a_scan_of_every_surface_word(f
         assert sorted(index.surface_candidates(initial, range(lo, lo + span + 1))) == sorted(words)
         listed = [word for length in (lo, lo + span) for word in index.surface_words if word[:1] == initial and len(word) == length]
         assert sorted(index.surface_candidates(initial, [lo, lo + span])) == sorted(listed)
+
+
+def test_held_in_says_whether_some_live_document_holds_a_term_in_the_given_fields() -> None:
+    from recall_kit._frozen_index import FrozenIndex
+
+    index = FieldIndex((2.0, 2.0, 1.0))
+    index.add("a", [["alpha"], ["beta"], ["gamma"]])
+    index.add("b", [[], ["delta"], ["beta"]])
+    for view in (index, FrozenIndex(index.state())):
+        assert view.held_in("beta", (1,)) and view.held_in("beta", (2,)) and not view.held_in("beta", (0,))
+        assert view.held_in("delta", (0, 1)) and not view.held_in("delta", (0, 2))
+        assert not view.held_in("absent", (0, 1, 2))
+    index.remove("a")
+    assert not index.held_in("beta", (1,)) and index.held_in("beta", (2,))  # only live documents count
