@@ -196,7 +196,7 @@ class RecallSession:
         handle = self._handle
         if handle is None:
             return None
-        if not handle.settled and not handle.box.has_docs:
+        if not handle.settled and not handle.box.has_docs and self._wait_pays():
             try:
                 async with asyncio.timeout(self.stages.initial_wait_ms / 1000):
                     await handle.wake.wait()
@@ -207,6 +207,23 @@ class RecallSession:
         if handle.settled:
             return self._deliver_settled(handle, "initial")
         return self._deliver_fast(handle)
+
+    def _wait_pays(self) -> bool:
+        """Whether the model stage may answer within the initial wait, by its recent answers (``ModelPace``)."""
+        pace = self.stages.pace
+        return pace is None or pace.should_wait(self.stages.initial_wait_ms)
+
+    def _observe_model(self, handle: PrefetchHandle, *, answered: bool) -> None:
+        """One sample of the model's pace for ``handle``'s prompt: answered now, or still silent now
+        (kept only past the initial wait: a shorter silence says nothing about it)."""
+        pace = self.stages.pace
+        if pace is None:
+            return
+        elapsed_ms = (time.perf_counter() - handle.fired_at) * 1000
+        if answered:
+            pace.answered(elapsed_ms)
+        elif elapsed_ms >= self.stages.initial_wait_ms:
+            pace.unanswered(elapsed_ms)
 
     def _deliver_fast(self, handle: PrefetchHandle) -> Delivery | None:
         fast = handle.box.result
@@ -280,9 +297,12 @@ class RecallSession:
         if handle.ended:
             return
         was_settled = handle.settled
-        self._end(handle, keep_recall=reason in _LEARN_AFTER and self._learn_after_turn(handle))
+        keep_recall = reason in _LEARN_AFTER and self._learn_after_turn(handle)
+        self._end(handle, keep_recall=keep_recall)
         if not was_settled:
             self._emit_recall(handle, settled=False)
+            if not keep_recall and self.stages.selector is not None:
+                self._observe_model(handle, answered=False)
         outcome = handle.result
         fast = handle.box.result
         strategy: Strategy
@@ -319,10 +339,11 @@ class RecallSession:
         if not AFTER_TURN.take():
             return False
         self._learning = task
-        task.add_done_callback(self._learned)
+        task.add_done_callback(lambda done: self._learned(done, handle))
         return True
 
-    def _learned(self, task: asyncio.Task[None]) -> None:
+    def _learned(self, task: asyncio.Task[None], handle: PrefetchHandle) -> None:
+        self._observe_model(handle, answered=not task.cancelled())
         if self._learning is task:
             self._learning = None
             AFTER_TURN.give_back()
@@ -334,6 +355,8 @@ class RecallSession:
             task.cancel()
 
     def _on_settled(self, handle: PrefetchHandle) -> None:
+        if handle.result is not None and handle.result.phase == "refined":
+            self._observe_model(handle, answered=True)
         self._emit_recall(handle, settled=True)
 
     def _emit_recall(self, handle: PrefetchHandle, *, settled: bool) -> None:
