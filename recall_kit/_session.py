@@ -244,13 +244,25 @@ class RecallSession:
             if d.ref not in handle.fast_delivered_paths and d.ref not in self._surfaced
         )
         if not outcome.docs:
-            self._discard(handle, "no_relevant_results")
+            self._discard(handle, "already_delivered" if self._asked_again(handle) else "no_relevant_results")
             return None
         if not fresh:
             self._discard(handle, "already_delivered")
             return None
         self._end(handle)
         return self._deliver(handle, fresh, outcome.phase, outcome.strategy, point, terminal=True)
+
+    def _asked_again(self, handle: PrefetchHandle) -> bool:
+        """Whether a recall that selected nothing new would, without this session's delivered refs
+        left out, have passed only refs the session has already (a question asked again): told apart
+        from nothing passing the gate. One more fast recall, only when earlier prompts delivered some."""
+        if not self._surfaced or handle.fast_delivered:  # this prompt got its fast answer: the model chose none
+            return False
+        try:
+            again = self.stages.heuristic.recall(handle.query)
+        except Exception:  # a broken index already cost this prompt its fast result
+            return False
+        return bool(again.docs) and all(scored.doc.ref in self._surfaced for scored in again.docs)
 
     def _deliver(
         self,
