@@ -133,8 +133,8 @@ def main() -> None:
                 "answered_at_initial": f"{sum(got[side][ms]['answered'])}/{len(waits)}",
             }
         b, a = row[before], row[after]
-        row["ratio_of_medians"] = round(a["median_ms"] / b["median_ms"], 3) if b["median_ms"] else None  # type: ignore[index]
-        row["ratio_of_means"] = round(a["mean_ms"] / b["mean_ms"], 3) if b["mean_ms"] else None  # type: ignore[index]
+        row["ratio_of_medians"] = round(a["median_ms"] / b["median_ms"], 4) if b["median_ms"] else None  # type: ignore[index]
+        row["ratio_of_means"] = round(a["mean_ms"] / b["mean_ms"], 4) if b["mean_ms"] else None  # type: ignore[index]
         report["by_latency"][ms] = row  # type: ignore[index]
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
     report["seconds"] = round(time.monotonic() - started, 1)

@@ -196,10 +196,12 @@ class RecallSession:
         handle = self._handle
         if handle is None:
             return None
-        if not handle.settled and not handle.box.has_docs and self._wait_pays():
+        if not handle.settled and not handle.box.has_docs:
             try:
                 async with asyncio.timeout(self.stages.initial_wait_ms / 1000):
-                    await handle.wake.wait()
+                    await handle.published.wait()  # the fast stage first: its answer needs no model
+                    if not (handle.settled or handle.box.has_docs or handle.ended) and self._wait_pays():
+                        await handle.wake.wait()
             except TimeoutError:
                 pass
         if handle.ended or handle is not self._handle:

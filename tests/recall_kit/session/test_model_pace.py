@@ -5,16 +5,41 @@ waited is whether ``consume`` suspended at all."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 
-from session_support import NO_FAST_QUERY, TEA, make_recaller, run, warm_up
+from session_support import DB, FAST_DB_QUERY, NO_FAST_QUERY, TEA, make_recaller, run, warm_up
+from recall_kit import RecallSession
 from recall_kit._pace import PACE_MIN_SAMPLES, PACE_PROBE_AFTER, PACE_SAMPLES, ModelPace
 from recall_kit.testing import Reply
 
 SLOW_MS = 300  # the scripted model's slow answers, far past the test's 40 ms wait
+
+
+class _FastStageDone:
+    """The recaller's fast stage, setting ``done`` once it has answered (the session publishes it then)."""
+
+    def __init__(self, heuristic: Any) -> None:
+        self.heuristic, self.done = heuristic, asyncio.Event()
+
+    def recall(self, query: str, *, exclude: Any = ()) -> Any:
+        try:
+            return self.heuristic.recall(query, exclude=exclude)
+        finally:
+            self.done.set()
+
+
+async def silent_prompt(recaller: Any) -> RecallSession:
+    """A session begun on a prompt the fast stage hands nothing to, once its fast stage has answered."""
+    fast = _FastStageDone(recaller.stages.heuristic)
+    session = RecallSession(dataclasses.replace(recaller.stages, heuristic=fast), "silent")
+    session.begin(NO_FAST_QUERY)
+    await fast.done.wait()
+    return session
 
 
 def without_waiting(consume: Coroutine[Any, Any, Any]) -> Any:
@@ -55,13 +80,31 @@ def test_after_slow_answers_the_silent_initial_point_no_longer_waits(store, log,
         await slow_answers(recaller, log, PACE_MIN_SAMPLES)
         pace = recaller.selector.pace
         assert (pace.stats().waited, pace.stats().let_go) == (PACE_MIN_SAMPLES, 0)
-        session = recaller.session()
-        session.begin(NO_FAST_QUERY)
+        session = await silent_prompt(recaller)
         assert without_waiting(session.consume("initial")) is None
         assert pace.stats().let_go == 1 and session.pending  # the model still runs, for the tool-result point
         await log.wait_for(lambda: settled(log) > PACE_MIN_SAMPLES)
         refined = await session.consume("tool_result")
         assert refined is not None and (refined.refs, refined.phase) == ((TEA,), "refined")
+        await session.close()
+        await recaller.selector.aclose()
+
+    run(scenario())
+
+
+def test_a_prompt_the_fast_stage_answers_is_still_answered_at_the_initial_point_once_the_model_is_let_go(
+    store, log, chat_server
+):
+    server = chat_server(default=Reply.select(TEA).after(SLOW_MS))
+
+    async def scenario() -> None:
+        recaller = make_recaller(store, log, server, initial_wait_ms=40)
+        await warm_up(recaller, server)
+        await slow_answers(recaller, log, PACE_MIN_SAMPLES)
+        session = recaller.session()
+        session.begin(FAST_DB_QUERY)  # consumed at once: the fast stage has not run yet
+        delivery = await session.consume("initial")
+        assert delivery is not None and (delivery.refs, delivery.phase) == ((DB,), "fast")
         await session.close()
         await recaller.selector.aclose()
 
@@ -101,8 +144,7 @@ def test_a_model_that_becomes_fast_wins_the_wait_back(store, log, chat_server):
             session.finish()
             await session.close()
         for _ in range(PACE_MIN_SAMPLES):  # now it answers at once, while nothing waits for it yet
-            session = recaller.session()
-            session.begin(NO_FAST_QUERY)
+            session = await silent_prompt(recaller)
             assert without_waiting(session.consume("initial")) is None
             before = settled(log)
             await log.wait_for(lambda: settled(log) > before)
