@@ -24,8 +24,11 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-PACE_SAMPLES = 8  # the recent prompts kept per endpoint
-PACE_MIN_SAMPLES = 3  # below this the bounded wait is always spent: nothing is known yet
+# Chosen, not tuned: what they cost is measured by bench/bench_silent_wait.py (the first three
+# prompts of a new record wait: a mean of 10.8 ms over 30 silent turns with a 300 ms model) and by
+# `bench delivery --model-latency-ms` (where turns bring no sample, a probe every ninth prompt).
+PACE_SAMPLES = 8  # the recent prompts kept per endpoint: a model that speeds up wins the wait back in at most 4
+PACE_MIN_SAMPLES = 3  # below this the bounded wait is always spent: one slow answer may be a cold start
 PACE_PROBE_AFTER = 8  # prompts let go with no new sample, after which one waits again
 
 
