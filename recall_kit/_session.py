@@ -246,7 +246,11 @@ class RecallSession:
             if d.ref not in handle.fast_delivered_paths and d.ref not in self._surfaced
         )
         if not outcome.docs:
-            self._discard(handle, "already_delivered" if self._asked_again(handle) else "no_relevant_results")
+            again = self._asked_again(handle)
+            if again:
+                self._discard(handle, "already_delivered", again)
+            else:
+                self._discard(handle, "no_relevant_results")
             return None
         if not fresh:
             self._discard(handle, "already_delivered")
@@ -254,17 +258,18 @@ class RecallSession:
         self._end(handle)
         return self._deliver(handle, fresh, outcome.phase, outcome.strategy, point, terminal=True)
 
-    def _asked_again(self, handle: PrefetchHandle) -> bool:
-        """Whether a recall that selected nothing new would, without this session's delivered refs
-        left out, have passed only refs the session has already (a question asked again): told apart
-        from nothing passing the gate. One more fast recall, only when earlier prompts delivered some."""
+    def _asked_again(self, handle: PrefetchHandle) -> tuple[str, ...]:
+        """For a recall that selected nothing new: the refs the fast stage would have passed without
+        this session's delivered refs left out, when the session has had every one of them (a question
+        asked again), else (): told apart from nothing passing the gate. One more fast recall, only
+        when earlier prompts delivered something."""
         if not self._surfaced or handle.fast_delivered:  # this prompt got its fast answer: the model chose none
-            return False
+            return ()
         try:
-            again = self.stages.heuristic.recall(handle.query)
+            again = tuple(scored.doc.ref for scored in self.stages.heuristic.recall(handle.query).docs)
         except Exception:  # a broken index already cost this prompt its fast result
-            return False
-        return bool(again.docs) and all(scored.doc.ref in self._surfaced for scored in again.docs)
+            return ()
+        return again if again and all(ref in self._surfaced for ref in again) else ()
 
     def _deliver(
         self,
@@ -307,7 +312,9 @@ class RecallSession:
         if self._handle is handle:
             self._handle = None
 
-    def _discard(self, handle: PrefetchHandle, reason: DiscardReason) -> None:
+    def _discard(self, handle: PrefetchHandle, reason: DiscardReason, refs: tuple[str, ...] | None = None) -> None:
+        """End ``handle`` undelivered for ``reason``; its event names ``refs`` when given, else what
+        its outcome held that was not delivered."""
         if handle.ended:
             return
         was_settled = handle.settled
@@ -323,7 +330,8 @@ class RecallSession:
         if outcome is not None:
             phase: Phase | None = outcome.phase
             strategy = outcome.strategy
-            docs = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
+            undelivered = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
+            docs = refs if refs is not None else undelivered
         else:
             phase, strategy, docs = None, (fast.strategy if fast else "none"), ()
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000

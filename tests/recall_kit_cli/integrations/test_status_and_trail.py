@@ -273,7 +273,7 @@ def test_the_log_says_a_repeated_prompt_got_nothing_new_and_names_an_unknown_ses
     env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(silent))
 
     first, repeat, miss = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
-    assert [d["reason"] for d in repeat["deliveries"]] == ["already_delivered"]
+    assert [(d["reason"], d["refs"]) for d in repeat["deliveries"]] == [("already_delivered", first["deliveries"][0]["refs"])]
     assert [d["reason"] for d in miss["deliveries"]] == ["no_relevant_results"]  # not every silence is a repeat
     text = env.run("hook", "log", "--session", "s-1").stdout.decode()
     assert "not delivered (already delivered in this session)" in text and "nothing passed the gate" in text
