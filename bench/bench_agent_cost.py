@@ -3,6 +3,12 @@
 and without, alternating, in one run.
 
     .venv/bin/python bench/bench_agent_cost.py [--runs 7] [--warmup 2] [--model-latency-ms 300]
+        [--cases silent,"silent + model"] [--baseline DIR]
+
+With ``--baseline DIR`` (a checkout: ``git worktree add --detach DIR REV``) every case also runs on
+that tree's code (first on PYTHONPATH for the daemon and the hook), right before this tree's, with a
+daemon of its own: the two sides of each case are one run. ``RECALL_KIT_AGENT_CLIS_DIR`` names a
+folder the CLIs are installed in already (as the tests take it).
 
 Claude Code 2.1.197 (installed from npm into .agent-clis/ when it is not there) runs offline
 against a scripted model on loopback, in a `git init` project, with examples/memories as its
@@ -78,12 +84,14 @@ class Setup:
             home.mkdir()
             shutil.copytree(REPO / "examples" / "memories", agent_memory_folder(CLAUDE_CODE, home, self.project))
         self.memory = agent_memory_folder(CLAUDE_CODE, self.homes["hook"], self.project)
+        self.code: Path | None = None  # a tree whose code the daemon and the hook run (None: this one)
 
     def env(self, arm: str, **extra: str) -> dict[str, str]:
+        code = {"PYTHONPATH": str(self.code)} if self.code is not None else {}
         return {
             "PATH": os.environ["PATH"], "HOME": str(self.homes[arm]), "LANG": "C.UTF-8",
             "XDG_RUNTIME_DIR": str(self.run_dir), "XDG_STATE_HOME": str(self.base / "state"),
-            "XDG_CACHE_HOME": str(self.base / "cache"), **extra,
+            "XDG_CACHE_HOME": str(self.base / "cache"), **code, **extra,
         }
 
     def install_hook(self) -> None:
@@ -172,8 +180,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="warm rounds per case (each: one run per arm)")
     parser.add_argument("--warmup", type=int, default=2, help="rounds per case run first and not counted")
     parser.add_argument("--model-latency-ms", type=float, default=300.0)
+    parser.add_argument("--cases", help="the cases to run, comma-separated names (default: all, and the control)")
+    parser.add_argument("--baseline", type=Path, help="a checkout whose code also runs every case, beside this tree's")
     opts = parser.parse_args()
-    claude = install_agent_clis(REPO / ".agent-clis")[CLAUDE_CODE]
+    wanted = set(opts.cases.split(",")) if opts.cases else None
+    unknown = (wanted or set()) - {name for name, _, _ in CASES} - {"control"}
+    if unknown:
+        raise SystemExit(f"bench: unknown case {sorted(unknown)}; one of {[name for name, _, _ in CASES]} or control")
+    sides: dict[str, Path | None] = {"this tree": None}
+    if opts.baseline is not None:
+        sides = {f"baseline {opts.baseline}": opts.baseline.resolve(), **sides}
+    claude = install_agent_clis(Path(os.environ.get("RECALL_KIT_AGENT_CLIS_DIR") or REPO / ".agent-clis"))[CLAUDE_CODE]
     base = Path(tempfile.mkdtemp(prefix="recall-kit-agent-cost-"))
     results: dict[str, Any] = {"load_before": [round(x, 2) for x in os.getloadavg()], "cases": {}}
     started = time.monotonic()
@@ -181,17 +198,24 @@ def main() -> None:
         setup = Setup(base)
         setup.install_hook()
         for name, prompt, with_model in CASES:
-            with ScriptedChatServer(default=Reply.empty().after(opts.model_latency_ms)) as selector:
-                daemon = Daemon(setup, selector.base_url if with_model else None)
-                try:
-                    case = measure(claude, setup, prompt, opts.runs, opts.warmup)
-                    case["hook_alone_ms"] = hook_alone(setup, prompt, HOOK_CALLS)
-                    case["load"] = [round(x, 2) for x in os.getloadavg()]
-                finally:
-                    daemon.stop()
-            results["cases"][name] = {"prompt": prompt, "model": with_model, **case}
-        results["cases"][CONTROL] = {"prompt": SILENT_PROMPT, **measure(claude, setup, SILENT_PROMPT, opts.runs,
-                                                                        opts.warmup, hooked="noop")}
+            if wanted is not None and name not in wanted:
+                continue
+            for side, code in sides.items():
+                setup.code = code
+                with ScriptedChatServer(default=Reply.empty().after(opts.model_latency_ms)) as selector:
+                    daemon = Daemon(setup, selector.base_url if with_model else None)
+                    try:
+                        case = measure(claude, setup, prompt, opts.runs, opts.warmup)
+                        case["hook_alone_ms"] = hook_alone(setup, prompt, HOOK_CALLS)
+                        case["load"] = [round(x, 2) for x in os.getloadavg()]
+                    finally:
+                        daemon.stop()
+                label = name if len(sides) == 1 else f"{name} ({side})"
+                results["cases"][label] = {"prompt": prompt, "model": with_model, **case}
+        setup.code = None
+        if wanted is None or "control" in wanted:
+            results["cases"][CONTROL] = {"prompt": SILENT_PROMPT, **measure(claude, setup, SILENT_PROMPT, opts.runs,
+                                                                            opts.warmup, hooked="noop")}
     finally:
         shutil.rmtree(base, ignore_errors=True)
     results["load_after"] = [round(x, 2) for x in os.getloadavg()]

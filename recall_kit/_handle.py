@@ -33,12 +33,13 @@ class FastResultBox:
     """Where the heuristic publishes its result. It exists before the handle, so a result
     published early is never lost; a non-empty publish wakes whoever waits on the handle."""
 
-    __slots__ = ("result", "published_at", "_on_docs")
+    __slots__ = ("result", "published_at", "_on_docs", "_on_publish")
 
     def __init__(self) -> None:
         self.result: FastResult | None = None
         self.published_at: float | None = None
         self._on_docs: Callable[[], None] | None = None
+        self._on_publish: Callable[[], None] | None = None
 
     @property
     def has_docs(self) -> bool:
@@ -47,6 +48,8 @@ class FastResultBox:
     def publish(self, result: FastResult) -> None:
         self.result = result
         self.published_at = time.perf_counter()
+        if self._on_publish is not None:
+            self._on_publish()
         if result.docs and self._on_docs is not None:
             self._on_docs()
 
@@ -81,9 +84,11 @@ class PrefetchHandle:
     result: RecallOutcome | None = None
     fast_delivered_paths: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    published: asyncio.Event = field(default_factory=asyncio.Event)  # the fast stage's result is in, empty or not
 
     def __post_init__(self) -> None:
         self.box._on_docs = self.wake.set
+        self.box._on_publish = self.published.set
 
     @property
     def settled(self) -> bool:
@@ -114,6 +119,7 @@ class PrefetchHandle:
         Idempotent; the owner awaits the tasks on close."""
         self.state = HandleState.ENDED
         self.wake.set()
+        self.published.set()  # nothing more to wait for
         current = asyncio.current_task()
         for task in (self.abort_watch,) if keep_recall else (self.task, self.abort_watch):
             if task is not None and task is not current and not task.done():

@@ -21,6 +21,7 @@ from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Fallback, FallbackKind, Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 from recall_kit._model_lane import ModelLane
+from recall_kit._pace import ModelPace
 
 logger = logging.getLogger("recall_kit.selector")
 
@@ -99,6 +100,9 @@ class ModelSelector(ChatModelClient):
     ) -> None:
         super().__init__(base_url, model, api_key=api_key, timeout=timeout, lane=lane)
         self._redact = self._chat.redact
+        # how soon this endpoint answers prompts, fed by the sessions that run it: whether their
+        # initial point waits for it (recall_kit._pace)
+        self.pace = ModelPace()
 
     @property
     def endpoint(self) -> tuple[str, str]:

@@ -199,7 +199,9 @@ class RecallSession:
         if not handle.settled and not handle.box.has_docs:
             try:
                 async with asyncio.timeout(self.stages.initial_wait_ms / 1000):
-                    await handle.wake.wait()
+                    await handle.published.wait()  # the fast stage first: its answer needs no model
+                    if not (handle.settled or handle.box.has_docs or handle.ended) and self._wait_pays():
+                        await handle.wake.wait()
             except TimeoutError:
                 pass
         if handle.ended or handle is not self._handle:
@@ -207,6 +209,23 @@ class RecallSession:
         if handle.settled:
             return self._deliver_settled(handle, "initial")
         return self._deliver_fast(handle)
+
+    def _wait_pays(self) -> bool:
+        """Whether the model stage may answer within the initial wait, by its recent answers (``ModelPace``)."""
+        pace = self.stages.pace
+        return pace is None or pace.should_wait(self.stages.initial_wait_ms)
+
+    def _observe_model(self, handle: PrefetchHandle, *, answered: bool) -> None:
+        """One sample of the model's pace for ``handle``'s prompt: answered now, or still silent now
+        (kept only past the initial wait: a shorter silence says nothing about it)."""
+        pace = self.stages.pace
+        if pace is None:
+            return
+        elapsed_ms = (time.perf_counter() - handle.fired_at) * 1000
+        if answered:
+            pace.answered(elapsed_ms)
+        elif elapsed_ms >= self.stages.initial_wait_ms:
+            pace.unanswered(elapsed_ms)
 
     def _deliver_fast(self, handle: PrefetchHandle) -> Delivery | None:
         fast = handle.box.result
@@ -227,13 +246,30 @@ class RecallSession:
             if d.ref not in handle.fast_delivered_paths and d.ref not in self._surfaced
         )
         if not outcome.docs:
-            self._discard(handle, "no_relevant_results")
+            again = self._asked_again(handle)
+            if again:
+                self._discard(handle, "already_delivered", again)
+            else:
+                self._discard(handle, "no_relevant_results")
             return None
         if not fresh:
             self._discard(handle, "already_delivered")
             return None
         self._end(handle)
         return self._deliver(handle, fresh, outcome.phase, outcome.strategy, point, terminal=True)
+
+    def _asked_again(self, handle: PrefetchHandle) -> tuple[str, ...]:
+        """For a recall that selected nothing new: the refs the fast stage would have passed without
+        this session's delivered refs left out, when the session has had every one of them (a question
+        asked again), else (): told apart from nothing passing the gate. One more fast recall, only
+        when earlier prompts delivered something."""
+        if not self._surfaced or handle.fast_delivered:  # this prompt got its fast answer: the model chose none
+            return ()
+        try:
+            again = tuple(scored.doc.ref for scored in self.stages.heuristic.recall(handle.query).docs)
+        except Exception:  # a broken index already cost this prompt its fast result
+            return ()
+        return again if again and all(ref in self._surfaced for ref in again) else ()
 
     def _deliver(
         self,
@@ -276,20 +312,26 @@ class RecallSession:
         if self._handle is handle:
             self._handle = None
 
-    def _discard(self, handle: PrefetchHandle, reason: DiscardReason) -> None:
+    def _discard(self, handle: PrefetchHandle, reason: DiscardReason, refs: tuple[str, ...] | None = None) -> None:
+        """End ``handle`` undelivered for ``reason``; its event names ``refs`` when given, else what
+        its outcome held that was not delivered."""
         if handle.ended:
             return
         was_settled = handle.settled
-        self._end(handle, keep_recall=reason in _LEARN_AFTER and self._learn_after_turn(handle))
+        keep_recall = reason in _LEARN_AFTER and self._learn_after_turn(handle)
+        self._end(handle, keep_recall=keep_recall)
         if not was_settled:
             self._emit_recall(handle, settled=False)
+            if not keep_recall and self.stages.selector is not None:
+                self._observe_model(handle, answered=False)
         outcome = handle.result
         fast = handle.box.result
         strategy: Strategy
         if outcome is not None:
             phase: Phase | None = outcome.phase
             strategy = outcome.strategy
-            docs = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
+            undelivered = tuple(d.ref for d in outcome.docs if d.ref not in handle.fast_delivered_paths)
+            docs = refs if refs is not None else undelivered
         else:
             phase, strategy, docs = None, (fast.strategy if fast else "none"), ()
         latency_ms = (time.perf_counter() - handle.fired_at) * 1000
@@ -319,10 +361,11 @@ class RecallSession:
         if not AFTER_TURN.take():
             return False
         self._learning = task
-        task.add_done_callback(self._learned)
+        task.add_done_callback(lambda done: self._learned(done, handle))
         return True
 
-    def _learned(self, task: asyncio.Task[None]) -> None:
+    def _learned(self, task: asyncio.Task[None], handle: PrefetchHandle) -> None:
+        self._observe_model(handle, answered=not task.cancelled())
         if self._learning is task:
             self._learning = None
             AFTER_TURN.give_back()
@@ -334,6 +377,8 @@ class RecallSession:
             task.cancel()
 
     def _on_settled(self, handle: PrefetchHandle) -> None:
+        if handle.result is not None and handle.result.phase == "refined":
+            self._observe_model(handle, answered=True)
         self._emit_recall(handle, settled=True)
 
     def _emit_recall(self, handle: PrefetchHandle, *, settled: bool) -> None:

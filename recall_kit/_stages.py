@@ -18,6 +18,7 @@ from recall_kit.limits import BODY_BUDGET
 if TYPE_CHECKING:
     from recall_kit._heuristic import SnapshotSource
     from recall_kit._learn import Learner
+    from recall_kit._pace import ModelPace
     from recall_kit._protocols import FastStage, Selector
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
@@ -45,6 +46,13 @@ class Stages:
     initial_wait_ms: float = INITIAL_WAIT_MS  # the initial point's ceiling
     body_budget: int = BODY_BUDGET  # characters of memory bodies in one rendered block
     skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN  # settle a certain fast answer without the model
+
+    @property
+    def pace(self) -> ModelPace | None:
+        """The model stage's record of how soon it answers (``ModelSelector.pace``), which decides whether
+        the initial point waits for it; None without a model stage or for a selector that keeps none
+        (the initial point then always spends its bound)."""
+        return getattr(self.selector, "pace", None)
 
     def candidates(self) -> Sequence[MemoryDoc]:
         """Every document of the source's current snapshot: the model stage's candidates."""

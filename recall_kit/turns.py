@@ -111,6 +111,7 @@ class _RecordingSelector:
     def __init__(self, selector: Selector, record: _Record) -> None:
         self.selector, self.record = selector, record
         self.timeout: float = selector.timeout
+        self.pace = getattr(selector, "pace", None)  # the selector's own record: the turn feeds and reads it
 
     async def select(
         self,

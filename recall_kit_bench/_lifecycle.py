@@ -100,14 +100,18 @@ class ToolFreeReport:
     initial_phase: dict[str, int]
     by_kind: dict[str, Metrics]
     by_latency: dict[str, Metrics]  # by the model latency the query got, in ms
+    # the initial wait of the turns the fast stage handed nothing to, by model latency: p50, mean, max
+    silent_wait_by_latency: dict[str, dict[str, float]]
 
     def as_dict(self) -> dict[str, Any]:
-        """The overall metrics as a JSON object, with the initial phases and the metrics by kind and by latency."""
+        """The overall metrics as a JSON object, with the initial phases, the metrics by kind and by
+        latency, and the silent turns' initial wait by latency."""
         return {
             **self.overall.as_dict(),
             "initial_phase": self.initial_phase,
             "by_kind": _dicts(self.by_kind),
             "by_latency": _dicts(self.by_latency),
+            "silent_wait_by_latency": self.silent_wait_by_latency,
         }
 
 
@@ -211,6 +215,19 @@ async def _blocking_turn(
     return refs, (time.perf_counter() - started) * 1000
 
 
+def _silent_waits(turns: Sequence[ObservedTurn], latency_of: Sequence[float]) -> dict[str, dict[str, float]]:
+    """The initial wait of the turns whose fast stage had nothing, per model latency: p50, mean and max."""
+    groups: dict[float, list[float]] = {}
+    for turn, latency in zip(turns, latency_of):
+        if turn.fast is None or not turn.fast.docs:
+            groups.setdefault(latency, []).append(turn.wait_ms)
+    out = {}
+    for latency, waits in sorted(groups.items()):
+        p = percentiles(waits)
+        out[f"{latency:g}"] = {"turns": len(waits), "p50": p.p50, "mean": sum(waits) / len(waits), "max": p.max}
+    return out
+
+
 async def _gather_limited(factories: Sequence[Callable[[], Any]], limit: int, tick: Callable[[], None]) -> list[Any]:
     gate = asyncio.Semaphore(limit)
 
@@ -299,6 +316,7 @@ async def _run(
             initial_phase=phases,
             by_kind=metrics_by_kind(free_initial),
             by_latency=_by_latency(free_initial, latency_of),
+            silent_wait_by_latency=_silent_waits(tool_free, latency_of),
         ),
         tool_using=ToolUsingReport(
             initial=metrics(turn_outcomes(queries, tool_using, "initial")),

@@ -179,13 +179,17 @@ def _lifecycle_table(report: DeliveryBenchReport, life: LifecycleReport) -> str:
         f" precision {_rate(blocking.overall.precision)}",
         "",
         "strict delivery per model latency: no-tool turn (initial point), tool-using turn (by the first",
-        "tool result), old blocking design:",
-        f"{'model ms':>9}  {'n':>4}  {'no-tool':>8}  {'tool-using':>10}  {'blocking':>8}",
+        "tool result), old blocking design; and the initial wait of the no-tool turns the fast stage",
+        "handed nothing to (silent), p50 / mean ms:",
+        f"{'model ms':>9}  {'n':>4}  {'no-tool':>8}  {'tool-using':>10}  {'blocking':>8}  {'silent':>6}  {'wait p50 / mean':>16}",
     ]
     for latency, m in free.by_latency.items():
+        silent = free.silent_wait_by_latency.get(latency)
+        waits = f"{silent['p50']:.2f} / {silent['mean']:.2f}" if silent else "-"
         lines.append(
             f"{latency:>9}  {m.queries:>4}  {_rate(m.strict_delivery):>8}"
             f"  {_rate(_strict(using.by_latency, latency)):>10}  {_rate(_strict(blocking.by_latency, latency)):>8}"
+            f"  {int(silent['turns']) if silent else 0:>6}  {waits:>16}"
         )
     lines += [f"skipped {error}" for error in ours.load_errors]
     return "\n".join(lines)

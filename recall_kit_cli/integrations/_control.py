@@ -76,8 +76,14 @@ def status_lines(status: dict[str, Any]) -> list[str]:
         lines.append(f"  {roots}: {store.get('docs')} memories, version {store.get('version')}")
         if store.get("enrichment"):
             lines.append(f"    enrichment: {enrichment_counts(store['enrichment'])}")
+    lines.append(f"model: {selector}")
+    pace = status.get("model_pace")
+    if isinstance(pace, dict):
+        p50 = pace.get("answered_p50_ms")
+        answers = "no answer yet" if p50 is None else f"answers p50 {p50:g} ms"
+        lines.append(f"  initial wait: spent {pace.get('waited')} times ({pace.get('probes')} probes), "
+                     f"let go {pace.get('let_go')} times; {answers} over the last {pace.get('samples')} prompts")
     lines += [
-        f"model: {selector}",
         f"enrichment: {enrichment_line(status.get('enrichment'))}",
         f"requests: {status.get('requests')}, connections: {status.get('connections')}, "
         f"refused peers: {status.get('refused_peers')}",

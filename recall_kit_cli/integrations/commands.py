@@ -303,7 +303,9 @@ def hook_log(limit: int, session: str | None, as_json: bool) -> None:
     from memory_store import UnsafePathError
     from recall_kit_cli._output import echo_json
     from recall_kit_cli.integrations._runtime import runtime_paths
-    from recall_kit_cli.integrations.trail import describe, describe_enrichment, read_enrichments, read_trail
+    from recall_kit_cli.integrations.trail import (
+        describe, describe_enrichment, read_enrichments, read_trail, trail_sessions,
+    )
 
     path = runtime_paths().trail
     try:
@@ -314,6 +316,12 @@ def hook_log(limit: int, session: str | None, as_json: bool) -> None:
     if as_json:
         echo_json({"trail": str(path), "prompts": [p.to_dict() for p in prompts], "enrichment": enriched})
         return
+    if session is not None and not prompts:
+        others = trail_sessions(path)
+        if others:
+            echo(f"the trail knows no session {clean(repr(session))}: {clean(path)} holds prompts of "
+                 f"{len(others)} other session{'s' if len(others) != 1 else ''} (`recall-kit hook log` lists them)")
+            return
     if not prompts and not enriched:
         echo(f"no prompts in {clean(path)} yet (the daemon writes it; RECALL_KIT_TRAIL=0 turns it off)")
         return

@@ -481,6 +481,8 @@ class RecallDaemon:
             "threads": threading.active_count(),
             "fds": _open_fds(),
             "selector": self._selector_config.model if self._selector_config else None,
+            # how soon the model answers prompts, and how often the initial point waited for it
+            "model_pace": self._selector.pace.stats().as_dict() if self._selector is not None else None,
             "enrichment": self._enrichment_status(stores),
             "agent_keywords": self._agent_keywords,
         }

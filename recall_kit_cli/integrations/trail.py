@@ -183,6 +183,15 @@ def read_trail(path: Path, *, limit: int, session: str | None = None) -> list[Pr
     return prompts[-limit:] if limit > 0 else []
 
 
+def trail_sessions(path: Path) -> list[str]:
+    """The sessions the trail holds a prompt of (its old file first), in the order they first appear."""
+    sessions: dict[str, None] = {}
+    for record in _records(path.with_name(path.name + ".1")) + _records(path):
+        if record.get("kind") == "begin" and isinstance(record.get("session"), str):
+            sessions[record["session"]] = None
+    return list(sessions)
+
+
 def read_enrichments(path: Path, *, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` background enrichments the trail holds (its old file first), oldest first:
     each with its time, ref, outcome (enriched, failed, preempted), reason and term counts."""

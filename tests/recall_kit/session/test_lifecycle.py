@@ -494,3 +494,19 @@ def test_a_memory_written_while_the_session_lives_is_recalled_next_turn(memory_r
         run(scenario())
         unsubscribe()
         recaller.close()
+
+
+def test_a_prompt_asked_again_is_discarded_as_already_delivered_with_what_it_had(store, log):
+    async def scenario() -> None:
+        session = make_recaller(store, log).session()
+        session.begin(FAST_DB_QUERY)
+        assert (await session.consume("initial")).refs == (DB,)
+        session.begin(FAST_DB_QUERY)  # the same question: nothing new to hand over
+        assert await session.consume("initial") is None
+        session.begin(NO_FAST_QUERY)  # a silence of its own: nothing passed the gate
+        assert await session.consume("initial") is None
+        await session.close()
+
+    run(scenario())
+    discarded = [(e.reason, e.docs) for e in log.deliveries if e.point == "discarded"]
+    assert discarded == [("already_delivered", (DB,)), ("no_relevant_results", ())]

@@ -260,3 +260,27 @@ def test_lines_the_daemon_never_wrote_are_left_out_of_the_log_without_a_tracebac
     assert ours["deliveries"] == [{"point": None, "phase": None, "strategy": None, "reason": None, "refs": [],
                                    "latency_ms": None}]
     assert ours["recall"]["settled"] is None and ours["recall"]["fast_ms"] is None and ours["recall"]["selected"] is None
+
+
+def test_the_log_says_a_repeated_prompt_got_nothing_new_and_names_an_unknown_session(
+    env: Env, daemon: Daemon, memories: Path
+) -> None:
+    event = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "cwd": "/", "prompt": DEPLOY_PROMPT}
+    assert b"Fly.io" in env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event)).stdout
+    again = env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(event))
+    assert b"Fly.io" not in again.stdout  # delivered once in a session
+    silent = {**event, "prompt": "zzqx wibble frobnicate"}
+    env.run("hook", "claude-code", "--root", str(memories), input=json.dumps(silent))
+
+    first, repeat, miss = json.loads(env.run("hook", "log", "--json").stdout)["prompts"]
+    assert [(d["reason"], d["refs"]) for d in repeat["deliveries"]] == [("already_delivered", first["deliveries"][0]["refs"])]
+    assert [d["reason"] for d in miss["deliveries"]] == ["no_relevant_results"]  # not every silence is a repeat
+    text = env.run("hook", "log", "--session", "s-1").stdout.decode()
+    assert "not delivered (already delivered in this session)" in text and "nothing passed the gate" in text
+
+    unknown = env.run("hook", "log", "--session", "s-2")
+    assert unknown.returncode == 0
+    assert unknown.stdout.decode().splitlines() == [
+        f"the trail knows no session 's-2': {Path(env.vars['XDG_STATE_HOME']) / 'recall-kit' / 'trail.jsonl'} holds "
+        "prompts of 1 other session (`recall-kit hook log` lists them)"
+    ]
