@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--turn-ms", type=float, default=200.0, help="the agent's turn after the initial point")
     parser.add_argument("--rounds", type=int, default=3)
     opts = parser.parse_args()
-    from recall_kit_bench._lifecycle import ScriptedServerProcess
+    from recall_kit_bench import ScriptedServerProcess
 
     latencies = [f"{float(x):g}" for x in opts.latencies.split(",")]
     started = time.monotonic()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_store import MemoryDoc, MemoryStore
-from recall_kit_bench._datasets import DATASET_SCOPE, EvalQuery, read_queries
+from recall_kit_bench import DATASET_SCOPE, EvalQuery, read_queries
 
 KNOWN_KINDS = frozenset(
     {
