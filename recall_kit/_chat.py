@@ -36,9 +36,6 @@ DEFAULT_RETRY_DELAY_S = 0.25  # 429/5xx without Retry-After: one short pause, th
 _FORMAT_REJECTION = frozenset({400, 422})
 _FORMAT_REJECTION_IF_NAMED = frozenset({400, 422, 500})
 
-# What worked per endpoint (base_url, model), shared by every model caller in the process.
-_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
-
 ResponseFormat = Callable[[ResponseMode], "dict[str, Any] | None"]
 
 
@@ -114,6 +111,9 @@ class ChatEndpoint:
         self.redact = Redactor((self._api_key, *url.secrets))
         # Connections belong to the loop that opened them: one client per loop, made or being made.
         self._clients: dict[asyncio.AbstractEventLoop, asyncio.Future[httpx.AsyncClient]] = {}
+        # The response format this endpoint last answered in, tried first from then on. Each client
+        # learns it for itself (one refused request at most): no process-wide record to share or reset.
+        self.response_mode: ResponseMode | None = None
 
     @property
     def has_api_key(self) -> bool:
@@ -170,7 +170,7 @@ class ChatEndpoint:
     async def _complete(
         self, messages: list[dict[str, str]], response_format: ResponseFormat, max_tokens: int
     ) -> tuple[str, ResponseMode]:
-        remembered = _ENDPOINT_MODES.get(self.endpoint)
+        remembered = self.response_mode
         modes = RESPONSE_MODES[RESPONSE_MODES.index(remembered):] if remembered else RESPONSE_MODES
         deadline = asyncio.get_running_loop().time() + self.timeout
         retried = False
@@ -185,7 +185,7 @@ class ChatEndpoint:
                 payload["response_format"] = fmt
             status, headers, body = await self._post(payload, mode)
             if 200 <= status < 300:
-                _ENDPOINT_MODES[self.endpoint] = mode
+                self.response_mode = mode
                 return _message_content(body), mode
             if index + 1 < len(modes) and (
                 (status in _FORMAT_REJECTION and mode == "json_schema")
@@ -269,6 +269,11 @@ class ChatModelClient:
     def uses_loop(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether this client opened HTTP connections on ``loop``."""
         return self._chat.uses_loop(loop)
+
+    @property
+    def response_mode(self) -> ResponseMode | None:
+        """The response format the endpoint last answered this client in (tried first); None before any."""
+        return self._chat.response_mode
 
     async def __aenter__(self) -> Self:
         return self

@@ -21,6 +21,7 @@ from recall_kit._config import DEFAULT_TIMEOUT_S
 from recall_kit._kinds import Fallback, FallbackKind, Strategy
 from recall_kit._manifest import Manifest, build_manifest, user_message
 from recall_kit._model_lane import ModelLane
+from recall_kit._after_turn import AfterTurnSlots
 from recall_kit._pace import ModelPace
 
 logger = logging.getLogger("recall_kit.selector")
@@ -103,6 +104,8 @@ class ModelSelector(ChatModelClient):
         # how soon this endpoint answers prompts, fed by the sessions that run it: whether their
         # initial point waits for it (recall_kit._pace)
         self.pace = ModelPace()
+        # refinements going on after their turn, for learning only: bounded over every session of this stage
+        self.after_turn = AfterTurnSlots()
 
     @property
     def endpoint(self) -> tuple[str, str]:

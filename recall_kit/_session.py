@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from recall_kit._kinds import CANCEL_REASONS, CancelReason, ConsumePoint, Discar
 from recall_kit._render import render_memories
 from recall_kit._stages import INITIAL_WAIT_MS as INITIAL_WAIT_MS  # its public name is recall_kit.INITIAL_WAIT_MS
 from recall_kit._stages import Stages
-from recall_kit.limits import LEARN_MAX_AFTER_TURN, bounded_prompt
+from recall_kit._after_turn import NO_SLOTS
+from recall_kit.limits import bounded_prompt
 from recall_kit._telemetry import DeliveryEvent, RecallEvent
 
 _log = logging.getLogger("recall_kit")
@@ -27,34 +27,6 @@ _log = logging.getLogger("recall_kit")
 # The discards after which a refinement still in flight may go on for learning only: the turn
 # ended, or the user moved on. An abort, a reset or a close cuts it as before.
 _LEARN_AFTER: frozenset[DiscardReason] = frozenset({"no_safe_delivery_point", "new_query"})
-
-
-class _AfterTurnSlots:
-    """How many refinements go on for learning only after their turn, in this process (every
-    session of every Recaller, on any loop): at most ``limit``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    @property
-    def used(self) -> int:
-        return self._used
-
-    def take(self) -> bool:
-        with self._lock:
-            if self._used >= self.limit:
-                return False
-            self._used += 1
-            return True
-
-    def give_back(self) -> None:
-        with self._lock:
-            self._used -= 1
-
-
-AFTER_TURN = _AfterTurnSlots(LEARN_MAX_AFTER_TURN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +57,7 @@ class RecallSession:
         self._surfaced: dict[str, None] = dict.fromkeys(surfaced)  # ordered set of refs: delivered already
         self._tasks: set[asyncio.Task[None]] = set()  # everything started; close() awaits it
         self._learning: asyncio.Task[None] | None = None  # a refinement past its turn, for learning only
+        self._slots = NO_SLOTS  # the slots it holds one of (the model stage's)
         self._handle_ids = itertools.count(1)
         self._closed = False
 
@@ -357,10 +330,14 @@ class RecallSession:
             return False
         if task is None or task.done():
             return False
+        slots = self.stages.after_turn
+        if slots is None:
+            return False
         self._stop_learning()  # at most one per session: the newer one replaces it
-        if not AFTER_TURN.take():
+        if not slots.take():
             return False
         self._learning = task
+        self._slots = slots
         task.add_done_callback(lambda done: self._learned(done, handle))
         return True
 
@@ -368,12 +345,12 @@ class RecallSession:
         self._observe_model(handle, answered=not task.cancelled())
         if self._learning is task:
             self._learning = None
-            AFTER_TURN.give_back()
+            self._slots.give_back()
 
     def _stop_learning(self) -> None:
         task, self._learning = self._learning, None
         if task is not None:
-            AFTER_TURN.give_back()
+            self._slots.give_back()
             task.cancel()
 
     def _on_settled(self, handle: PrefetchHandle) -> None:

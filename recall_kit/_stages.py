@@ -18,6 +18,7 @@ from recall_kit.limits import BODY_BUDGET
 if TYPE_CHECKING:
     from recall_kit._heuristic import SnapshotSource
     from recall_kit._learn import Learner
+    from recall_kit._after_turn import AfterTurnSlots
     from recall_kit._pace import ModelPace
     from recall_kit._protocols import FastStage, Selector
 
@@ -53,6 +54,12 @@ class Stages:
         the initial point waits for it; None without a model stage or for a selector that keeps none
         (the initial point then always spends its bound)."""
         return getattr(self.selector, "pace", None)
+
+    @property
+    def after_turn(self) -> AfterTurnSlots | None:
+        """The model stage's slots for refinements that go on after their turn, for learning only
+        (``ModelSelector.after_turn``); None for a selector that keeps none (then none goes on)."""
+        return getattr(self.selector, "after_turn", None)
 
     def candidates(self) -> Sequence[MemoryDoc]:
         """Every document of the source's current snapshot: the model stage's candidates."""

@@ -139,8 +139,9 @@ CACHE_MAX_UNUSED_DAYS = 30  # a cache unused this long is removed when another i
 
 LEARN_MAX_PENDING = 256  # refined selections waiting to teach; past it one is dropped, never waited for
 # A refinement whose turn ended (finish, or a new begin) before the model answered may go on, for
-# learning only: at most one per session (a newer one cancels it) and this many per process, across
-# every session of every Recaller (a daemon's); past it the turn's refinement is cancelled, as without learning.
+# learning only: at most one per session (a newer one cancels it) and this many across every session of one
+# model stage (``ModelSelector.after_turn``; the daemon's one selector serves its whole process); past it
+# the turn's refinement is cancelled, as without learning.
 LEARN_MAX_AFTER_TURN = 8
 # A word is written only once it came in two different turns; until then it is a hash in the learner's
 # memory (recall_kit/_seen_words.py). These bound that memory per learner (a daemon has one per root

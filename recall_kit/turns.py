@@ -112,6 +112,7 @@ class _RecordingSelector:
         self.selector, self.record = selector, record
         self.timeout: float = selector.timeout
         self.pace = getattr(selector, "pace", None)  # the selector's own record: the turn feeds and reads it
+        self.after_turn = getattr(selector, "after_turn", None)  # and its slots for learning after the turn
 
     async def select(
         self,

@@ -33,16 +33,7 @@ os.environ["HOME"] = str(SENTINEL_HOME)
 os.environ.pop("RECALL_KIT_CONFIG", None)
 os.environ.pop("RECALL_KIT_CACHE_DIR", None)
 
-from recall_kit._chat import _ENDPOINT_MODES
 from recall_kit.testing import LlamaServer, RealModelUnavailable, ScriptedChatServer
-
-
-@pytest.fixture(autouse=True)
-def forget_endpoint_modes() -> Iterator[None]:
-    """Loopback ports get reused between tests: start each test with no remembered response_format."""
-    _ENDPOINT_MODES.clear()
-    yield
-    _ENDPOINT_MODES.clear()
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ from memory_store import (
     sidecar_path,
 )
 from recall_kit import MAX_MODEL_DOCS, LearnEvent, ModelSelector, RecallEvent, Selection, SelectorConfig, open_recaller
-from recall_kit._chat import _ENDPOINT_MODES
 from recall_kit._telemetry import Telemetry
 from recall_kit.testing import LlamaServer
 from recall_kit_bench import write_memory
@@ -71,14 +70,18 @@ def assert_valid(selection: Selection) -> None:
 
 def check_selection_protocol(llama: LlamaServer, tmp_path: Path) -> None:
     """Two selections end to end; the server refuses json_schema, so both went as json_object."""
+    remembered: list[str | None] = []
+
     async def main() -> list[Selection]:
         async with ModelSelector(llama.base_url, llama.model, timeout=PATIENT_S) as selector:
-            return [await selector.select(q, DOCS, preferred=DOCS[:2], fallback=FALLBACK) for q in QUERIES]
+            selections = [await selector.select(q, DOCS, preferred=DOCS[:2], fallback=FALLBACK) for q in QUERIES]
+            remembered.append(selector.response_mode)
+            return selections
 
     for selection in run_checked(main):
         assert_valid(selection)
         assert selection.response_mode == "json_object"
-    assert _ENDPOINT_MODES[(llama.base_url, llama.model)] == "json_object"
+    assert remembered == ["json_object"]  # the selector tries it first from now on
 
 
 def check_deadline_cut(llama: LlamaServer, tmp_path: Path) -> None:

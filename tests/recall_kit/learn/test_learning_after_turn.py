@@ -1,5 +1,6 @@
 """A turn that ends before the model answers still teaches: its refinement goes on, for learning only,
-and is never delivered. Bounded: one per session, LEARN_MAX_AFTER_TURN per process; close cuts it.
+and is never delivered. Bounded: one per session, LEARN_MAX_AFTER_TURN over every session of one model stage
+(its own slots: nothing process-wide); close cuts it.
 
 A real store on tmp_path, the real selector over loopback HTTP to the scripted chat server, which
 holds its answer until the test releases it (no clock decides who comes first)."""
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from recall_kit import LearnEvent, Recaller, SelectorConfig, learnable_words, open_recaller
-from recall_kit._session import AFTER_TURN
+from recall_kit._after_turn import AfterTurnSlots
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import LEARN_MAX_AFTER_TURN
 from recall_kit.testing import Reply, ScriptedChatServer
@@ -52,6 +53,12 @@ def _fast(recaller: Recaller, prompt: str) -> list[str]:
     return [scored.doc.ref for scored in recaller.heuristic.recall(prompt).docs]
 
 
+def _slots(recaller: Recaller) -> AfterTurnSlots:
+    slots = getattr(recaller.selector, "after_turn", None)
+    assert isinstance(slots, AfterTurnSlots)
+    return slots
+
+
 def test_a_turn_that_ends_before_the_model_answers_still_teaches(root: Path, server: ScriptedChatServer) -> None:
     log = EventLog()
     with _recaller(root, server, log) as recaller:
@@ -73,7 +80,7 @@ def test_a_turn_that_ends_before_the_model_answers_still_teaches(root: Path, ser
     (discard,) = [e for e in log.deliveries if e.terminal]
     assert discard.reason == "no_safe_delivery_point" and [e for e in log.deliveries if not e.terminal] == []
     assert [r.settled for r in log.recalls] == [False]
-    assert AFTER_TURN.used == 0
+    assert _slots(recaller).used == 0
 
 
 def test_a_new_prompt_lets_the_last_refinement_finish_for_learning(root: Path, server: ScriptedChatServer) -> None:
@@ -105,7 +112,7 @@ def test_one_refinement_per_session_goes_on_after_its_turn(root: Path, server: S
             session.begin(TEA_PARAPHRASE)
             session.finish()  # the newer refinement replaces the older one
             server.wait_for_requests(2)
-            assert AFTER_TURN.used == 1
+            assert _slots(recaller).used == 1
             server.release(2)
             log.wait_for_blocking(lambda: bool(_learns(log)), 10)
         assert recaller.learner is not None and recaller.learner.wait_idle(10)
@@ -113,7 +120,7 @@ def test_one_refinement_per_session_goes_on_after_its_turn(root: Path, server: S
         assert _fast(recaller, ONCALL_PARAPHRASE) == []
 
 
-def test_refinements_after_their_turn_are_capped_per_process(root: Path, server: ScriptedChatServer) -> None:
+def test_refinements_after_their_turn_are_capped_over_the_model_stages_sessions(root: Path, server: ScriptedChatServer) -> None:
     log = EventLog()
 
     async def scenario(recaller: Recaller) -> list[bool]:
@@ -123,10 +130,10 @@ def test_refinements_after_their_turn_are_capped_per_process(root: Path, server:
             session.begin(ONCALL_PARAPHRASE)
             session.finish()
             learning.append(session.learning)
-        assert AFTER_TURN.used == LEARN_MAX_AFTER_TURN
+        assert _slots(recaller).used == LEARN_MAX_AFTER_TURN
         for session in sessions:
             await session.close()  # cuts what still waits for the model
-        assert AFTER_TURN.used == 0
+        assert _slots(recaller).used == 0
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert others == []
         return learning
@@ -145,7 +152,7 @@ def test_close_cuts_a_refinement_that_went_on_after_its_turn(root: Path, server:
             session.finish()
             server.wait_for_requests(1)
             assert session.learning
-        assert AFTER_TURN.used == 0  # closing the session cut it
+        assert _slots(recaller).used == 0  # closing the session cut it
         server.release()
         assert recaller.learner is not None and recaller.learner.wait_idle(10)
     assert _learns(log) == [] and not (root / LEARNED).exists()
@@ -162,7 +169,7 @@ def test_cancel_and_reset_cut_a_refinement_that_went_on_after_its_turn(
             session.finish()
             assert session.learning
             session.cancel() if stop == "cancel" else session.reset()
-            assert not session.learning and AFTER_TURN.used == 0
+            assert not session.learning and _slots(recaller).used == 0
         server.release()
         assert recaller.learner is not None and recaller.learner.wait_idle(10)
     assert _learns(log) == [] and not (root / LEARNED).exists()
@@ -174,7 +181,7 @@ def test_without_learning_finish_cuts_the_refinement_at_once(root: Path, server:
         with recaller.sync_session() as session:
             session.begin(ONCALL_PARAPHRASE)
             session.finish()
-            assert not session.learning and AFTER_TURN.used == 0
+            assert not session.learning and _slots(recaller).used == 0
     assert not (root / LEARNED).exists()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from selector_helpers import kwargs_for, make_docs, run_checked, select_with
-from recall_kit import MAX_MODEL_DOCS, ModelSelector
+from recall_kit import MAX_MODEL_DOCS, ModelSelector, Selection
 from recall_kit._selector import SYSTEM_PROMPT
 from recall_kit.testing import Reply, ScriptedChatServer
 from recall_kit.testing._replies import ESCAPING_REFS, INVENTED_REFS
@@ -131,22 +131,45 @@ def test_json_in_code_fence_or_after_prose_accepted(server: ScriptedChatServer, 
     assert selection.strategy == "model" and selection.accepted == (REFS[1],)
 
 
+def _twice(srv: ScriptedChatServer, *replies: Reply) -> tuple[list[Selection], list[list[str | None]]]:
+    """Two selections by one selector, then one by a new selector of the same endpoint; each one's
+    requests' response formats."""
+    srv.script(*replies)
+    marks: list[int] = []
+
+    async def main() -> list[Selection]:
+        selections = []
+        async with ModelSelector(**kwargs_for(srv)) as selector:
+            for _ in range(2):
+                marks.append(len(srv.requests))
+                selections.append(await selector.select("where are the deploy notes?", DOCS))
+        marks.append(len(srv.requests))
+        async with ModelSelector(**kwargs_for(srv)) as fresh:
+            selections.append(await fresh.select("where are the deploy notes?", DOCS))
+        marks.append(len(srv.requests))
+        return selections
+
+    selections = run_checked(main)
+    formats = [r.response_format_type for r in srv.requests]
+    return selections, [formats[a:b] for a, b in zip(marks, marks[1:])]
+
+
 def test_json_schema_rejection_retries_with_json_object_and_is_remembered(server: ScriptedChatServer) -> None:
-    selection, requests = select_with(server, Reply.reject_json_schema(), Reply.select(REFS[0]), candidates=DOCS)
-    assert [r.response_format_type for r in requests] == ["json_schema", "json_object"]
-    assert selection.accepted == (REFS[0],) and selection.response_mode == "json_object"
-    _, later = select_with(server, Reply.select(REFS[1]), candidates=DOCS)  # a new selector, same endpoint
-    assert [r.response_format_type for r in later] == ["json_object"]
+    selections, formats = _twice(server, Reply.reject_json_schema(), Reply.select(REFS[0]), Reply.select(REFS[1]),
+                                 Reply.reject_json_schema(), Reply.select(REFS[2]))
+    assert formats[0] == ["json_schema", "json_object"]
+    assert selections[0].accepted == (REFS[0],) and selections[0].response_mode == "json_object"
+    assert formats[1] == ["json_object"]  # the same selector goes straight to what worked
+    assert formats[2] == ["json_schema", "json_object"]  # a new one learns it for itself: nothing process-wide
 
 
 def test_endpoint_accepting_only_text_reached_in_three_requests() -> None:
     with ScriptedChatServer(selections=[REFS[3]], response_formats={"text"}) as srv:
-        selection, requests = select_with(srv, candidates=DOCS)
-        assert [r.response_format_type for r in requests] == ["json_schema", "json_object", "text"]
-        assert [r.reply for r in requests] == ["format_rejected", "format_rejected", "select"]
-        assert selection.accepted == (REFS[3],) and selection.response_mode == "text"
-        _, later = select_with(srv, candidates=DOCS)
-        assert [r.response_format_type for r in later] == ["text"]
+        selections, formats = _twice(srv)
+        assert formats[0] == ["json_schema", "json_object", "text"]
+        assert [r.reply for r in srv.requests[:3]] == ["format_rejected", "format_rejected", "select"]
+        assert selections[0].accepted == (REFS[3],) and selections[0].response_mode == "text"
+        assert formats[1] == ["text"]
 
 
 def test_other_400_after_format_retry_falls_back(server: ScriptedChatServer) -> None:
