@@ -75,6 +75,10 @@ IDENTITY, REF, CONTENT_HASH, SIDECARS, BLOB = slice(0, 4), 4, 5, 6, 7  # where e
 Kept = tuple[str, Entry, memoryview]
 
 _PREFIX, _SUFFIX, _STAMP_SUFFIX, _LOCK_SUFFIX = "index-", ".bin", ".used", ".lock"
+# doctor's cache of what it read in each memory file (recall_kit/_health_cache.py) lives beside the
+# index caches: ``doctor-text-<code version>.json``. It holds lines of memories (scrubbed), so clearing
+# the caches, or forgetting a memory, removes it too; doctor rebuilds it.
+DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX = "doctor-text-", ".json"
 _STALE_TEMP_S = 3600.0  # a writer's temp file this old was left by one that died
 _log = logging.getLogger(__name__)
 
@@ -342,9 +346,24 @@ def clear_cache_files(
     for cache in list_cache_files(cache_dir, roots):
         _remove(cache.path)
         removed.append(cache)
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if removed or roots is None:
+        remove_doctor_text(folder)
     if roots is None:
-        _remove_stale_temps(Path(cache_dir) if cache_dir is not None else default_cache_dir(), max_age_s=0.0)
+        _remove_stale_temps(folder, max_age_s=0.0)
     return removed
+
+
+def remove_doctor_text(folder: Path, *, keep: Path | None = None) -> None:
+    """Remove doctor's text caches in ``folder`` (every version), but ``keep``; never raises."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(DOCTOR_TEXT_PREFIX) and name.endswith(DOCTOR_TEXT_SUFFIX) and folder / name != keep:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(folder / name)
 
 
 def evict(folder: Path, *, keep: Path) -> None:

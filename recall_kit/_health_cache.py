@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memory_store import UnsafePathError, open_private, private_folder
 from recall_kit import _health_text, _secrets
-from recall_kit._cache_file import default_cache_dir
+from recall_kit._cache_file import DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX, default_cache_dir, remove_doctor_text
 from recall_kit._health_text import Reference
 
 MAX_CACHED_FILES = 50_000  # versions kept; those not seen in a run go first
@@ -58,7 +58,7 @@ class TextCache:
             return
         try:
             folder = private_folder(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-            self._path = folder / f"doctor-text-{_code_version()}.json"
+            self._path = folder / f"{DOCTOR_TEXT_PREFIX}{_code_version()}{DOCTOR_TEXT_SUFFIX}"
             self._entries = _read(self._path)
         except (UnsafePathError, OSError, ValueError) as exc:
             _log.warning("recall-kit: doctor's cache off: %s", exc)
@@ -87,6 +87,7 @@ class TextCache:
             finally:
                 os.close(fd)
             os.replace(temp, self._path)
+            remove_doctor_text(self._path.parent, keep=self._path)  # those of older code: never read again
         except (UnsafePathError, OSError) as exc:
             _log.warning("recall-kit: doctor's cache not written: %s", exc)
             try:

@@ -46,3 +46,21 @@ def test_a_cache_file_that_is_a_symlink_is_not_used(tmp_path: Path, caplog: pyte
     report = check_health(plan(sick.folder, sick.project), cache_dir=cache)
     assert any(f.kind == "secret" for f in report.findings)  # the planted "nothing here" was not believed
     assert "doctor's cache" in caplog.text
+
+
+def test_clearing_the_caches_or_forgetting_a_memory_removes_doctors_too_and_older_versions_go(tmp_path: Path) -> None:
+    from memory_store import MemoryStore
+    from recall_kit.cache import clear_cache_files, forget_memory
+
+    sick = sick_folder(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / "doctor-text-0000older.json").write_text("{}")  # what an older doctor left
+    check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    assert len(list(cache.glob("doctor-text-*.json"))) == 1  # the older version went when this one was written
+    with MemoryStore.open(sick.folder, watch=False) as store:
+        forget_memory(store, f"{sick.folder.name}/misc.md", cache_dir=cache)
+    assert list(cache.glob("doctor-text-*.json")) == []  # it held lines of the memory now forgotten
+    check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    clear_cache_files(cache)
+    assert list(cache.glob("doctor-text-*.json")) == []
