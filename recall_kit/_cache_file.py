@@ -338,7 +338,8 @@ def clear_cache_files(
     cache_dir: str | os.PathLike[str] | None = None, roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[CacheFile]:
     """Remove the index caches in ``cache_dir`` (default: ``default_cache_dir()``) and return them:
-    every one, or with ``roots`` those that hold any of them (a cache whose roots are unknown is kept).
+    every one, or with ``roots`` those that hold any of them (a cache whose roots are unknown is kept);
+    doctor's text cache goes either way.
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """
@@ -347,8 +348,7 @@ def clear_cache_files(
         _remove(cache.path)
         removed.append(cache)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if removed or roots is None:
-        remove_doctor_text(folder)
+    remove_doctor_text(folder)  # kept by content, not by roots: whichever roots go, it goes (doctor rebuilds it)
     if roots is None:
         _remove_stale_temps(folder, max_age_s=0.0)
     return removed
