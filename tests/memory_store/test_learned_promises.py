@@ -1,4 +1,4 @@
-"""What the learned file promises the user (issue 25): forgetting takes the words off the disk at once,
+"""What the learned file promises the user: forgetting takes the words off the disk at once,
 what the user wrote there is kept, a planted entry cannot wedge learning, and the file is theirs alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A suppressor holds back its own memory and nothing else (issue 25): another root's learned file cannot
+"""A suppressor holds back its own memory and nothing else: another root's learned file cannot
 silence the user's own root, and one model answer alone (a model that answers [] to everything) never
 silences a memory: a suppressor takes effect once it was taught twice."""
 
