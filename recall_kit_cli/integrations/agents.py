@@ -83,6 +83,12 @@ def event_context(payload: Mapping[str, object], environ: Mapping[str, str]) -> 
     return EventContext(_usable_path(payload.get("cwd")), _usable_path(payload.get("transcript_path")), environ, home)
 
 
+def folders_at(agent: Agent, cwd: str, environ: Mapping[str, str]) -> tuple[MemoryFolder, ...]:
+    """The memory folders a prompt in ``cwd`` recalls from, existing or not, by the hook's own rule
+    (``Agent.folders`` of the event such a prompt brings): what `hook status` and `doctor` show."""
+    return agent.folders(event_context({"cwd": cwd}, dict(environ)))
+
+
 def existing_folders(folders: tuple[MemoryFolder, ...]) -> list[str]:
     """The paths of ``folders`` that are folders now (a folder that appears later is opened by the
     first prompt after it does), each once."""

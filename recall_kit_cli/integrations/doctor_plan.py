@@ -19,7 +19,7 @@ from memory_store import RecallKitError, UnsafePathError, root_labels
 from recall_kit.health import HealthPlan, HealthRoot, IndexReader, RecalledPrompt, RecallSet
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import runtime_paths
-from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, git_top
+from recall_kit_cli.integrations.agents import AGENTS, Agent, folders_at, git_top
 from recall_kit_cli.integrations.trail import read_trail
 
 _TRAIL_PROMPTS = 1_000_000  # every prompt the trail holds (its files are bounded: trail.py)
@@ -39,13 +39,8 @@ class Planned:
 
 def agent_folders(cwd: str, environ: Mapping[str, str]) -> list[tuple[Agent, str, str]]:
     """(agent, kind, path) of every existing memory folder a prompt in ``cwd`` recalls from."""
-    context = event_context({"cwd": cwd}, dict(environ))
-    found = []
-    for agent in AGENTS.values():
-        for folder in agent.folders(context):
-            if os.path.isdir(folder.path):
-                found.append((agent, folder.kind, folder.path))
-    return found
+    return [(agent, folder.kind, folder.path) for agent in AGENTS.values()
+            for folder in folders_at(agent, cwd, environ) if os.path.isdir(folder.path)]
 
 
 def doctor_plan(

@@ -18,7 +18,7 @@ from recall_kit_cli.integrations._control import daemon_status, enrichment_line
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import runtime_paths
 from recall_kit_cli.integrations.agent_settings import SettingsError, installed_commands, read_settings, settings_path
-from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context
+from recall_kit_cli.integrations.agents import AGENTS, Agent, folders_at
 from recall_kit_cli.integrations.doctor_plan import doctor_summary
 from recall_kit_cli.integrations.protocol import DaemonError
 
@@ -76,8 +76,7 @@ def _prompt_roots(agent: Agent, command: str | None, cwd: str, environ: dict[str
     if given:
         roots = [{"kind": "--root", "path": os.path.abspath(os.path.join(cwd, r))} for r in given]
     else:
-        context = event_context({"cwd": cwd}, environ)
-        roots = [{"kind": f.kind, "path": f.path} for f in agent.folders(context)]
+        roots = [{"kind": f.kind, "path": f.path} for f in folders_at(agent, cwd, environ)]
     existing = [r["path"] for r in roots if os.path.isdir(r["path"])]
     refused = None
     try:
