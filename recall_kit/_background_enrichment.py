@@ -65,7 +65,7 @@ class BackgroundEnrichment:
         """The calls go through ``enricher.lane`` when it has one (the daemon's, shared with its
         selector), else through a lane of their own: one at a time, ``calls_per_minute``."""
         if not isinstance(store, MemoryStore):  # a Snapshot, say: nothing to follow or write into
-            raise UsageError("background enrichment needs a MemoryStore (it follows the store's snapshots)")
+            raise UsageError("background enrichment needs a MemoryStore whose snapshots it follows: open the roots with watch=True")
         if not calls_per_minute > 0:
             raise UsageError(f"calls_per_minute must be positive, got {calls_per_minute!r}")
         self.store = store

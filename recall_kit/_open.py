@@ -349,8 +349,6 @@ def open_recaller(
             from recall_kit._enricher import Enricher
 
             enricher = Enricher.from_config(enrich)
-        if enricher is not None and not isinstance(store, MemoryStore):
-            raise UsageError("background enrichment needs a watched store: open the roots with watch=True")
         return Recaller(
             store,
             made_selector if made_selector is not None else selector if not isinstance(selector, SelectorConfig) else None,

@@ -14,7 +14,7 @@ import pytest
 from enrich_support import GOOD_ANSWER, Events, answer, file_bytes, memory_text, wait_for_snapshot, write_memories
 
 from memory_store import MemoryStore, RecallKitError, Snapshot, read_enrichment, sidecar_path
-from recall_kit import EnrichEvent, Enricher, Event, Recaller, RecallEvent
+from recall_kit import EnrichEvent, Enricher, Event, Recaller, RecallEvent, open_recaller
 from recall_kit.testing import Reply, ScriptedChatServer
 
 WAIT_S = 10.0
@@ -160,3 +160,7 @@ def test_background_enrichment_needs_a_watched_store(root: Path, server: Scripte
     with pytest.raises(RecallKitError, match="needs a MemoryStore"):
         Recaller(snapshot, enrich=Enricher(server.base_url, "m"))
     assert enrich_threads() == []
+    before = set(threading.enumerate())
+    with pytest.raises(RecallKitError, match=r"open the roots with watch=True"):  # the one check, from either door
+        open_recaller([root], watch=False, use_cache=False, enrich=Enricher(server.base_url, "m"))
+    assert enrich_threads() == [] and set(threading.enumerate()) <= before  # nothing left open
