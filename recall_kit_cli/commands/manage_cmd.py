@@ -43,7 +43,7 @@ def add(
     \b
     Example:
       echo "Run alembic upgrade head." | recall-kit add --type project \\
-          --project atlas --name "Migrations" --description "how atlas migrates its database"
+          --project atlas --name "Migrations" --description "how it migrates"
     """
     if project is not None and type_ != "project":
         raise InputError(f"not saved: --project is for --type project, not {type_}")
