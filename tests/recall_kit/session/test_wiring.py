@@ -88,7 +88,7 @@ def test_an_unusable_selector_setting_leaves_nothing_open(memory_root: Path, tmp
 
 def test_background_enrichment_needs_a_watched_store(memory_root: Path) -> None:
     config = SelectorConfig(base_url="http://127.0.0.1:9/v1", model="m")
-    with pytest.raises(UsageError, match="watched store"):
+    with pytest.raises(UsageError, match="open the roots with watch=True"):
         open_recaller([memory_root], watch=False, use_cache=False, enrich=config)
 
 
