@@ -260,7 +260,7 @@ _WORDING: dict[GateRule, str] = {
     "phrase_terms": "{has:g} word(s) in a body phrase instead, needs {needs:g}",
     "phrase_coverage": "coverage {has:.2f} < {needs:.2f} for a body phrase instead",
     "tie": "does not stand out from the next and has {has:g} in name/description/keywords, needs {needs:g}",
-    "lone_entry": "passes only through one keyword or scenario and the next scores {has:.2f} of it, needs below {needs:g}",
+    "lone_entry": "passes only through one keyword or scenario; the next at {has:.2f} of it, needs below {needs:g}",
     "second_score": "score below {needs:g} x the best",
     "best_held": "the best match did not pass",
     "rank": "ranked #{has:g}; the gate passes only the top {needs:g}",
@@ -430,7 +430,9 @@ class GateSettings:
             lone = reduce(operator.or_, (held for *_, held in self._confidence(figures.own(), min_coverage)))
             yield "lone_entry", ratio, self.lone_entry_ratio, (held ^ True) & lone & (ratio >= self.lone_entry_ratio)
 
-    def _confidence(self, figures: GateFeatures[Figure], min_coverage: float) -> Iterator[tuple[GateRule, Figure, float, Any]]:
+    def _confidence(
+        self, figures: GateFeatures[Figure], min_coverage: float
+    ) -> Iterator[tuple[GateRule, Figure, float, Any]]:
         # The confidence test every delivered document passes: enough specific words, enough of the
         # query's mass, and a head match or else a body phrase covering more of the query.
         yield "specific_terms", figures.specific_terms, self.min_terms, figures.specific_terms < self.min_terms
