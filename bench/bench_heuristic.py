@@ -20,13 +20,14 @@ import itertools
 import os
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from recall_kit import FastHeuristic
 from recall_kit.tuning import (
+    FEATURE_COUNT,
     FIELD_WEIGHTS,
     Evidence,
     FeatureWeights,
@@ -119,7 +120,7 @@ TARGETS = {
 BEFORE = GateSettings(
     min_coverage=0.2, generic_weight=1.0, min_head_terms=1, enrichment_head_credit=0.5, enrichment_coverage_credit=1.0,
     tie_ratio=1.01, tie_min_head_terms=0.0, second_score_ratio=0.7, second_min_coverage=0.2, min_phrase_terms=2,
-    phrase_min_coverage=0.4, enrichment_vocabulary_weight=1.0,
+    phrase_min_coverage=0.4, enrichment_vocabulary_weight=1.0, lone_entry_ratio=1.01,
 )
 # Plain figures must not fall: every strict, silence and precision of an unenriched variant within
 # PLAIN_SLACK of BEFORE's; enriched strict (both forms) within ENRICHED_STRICT_SLACK of BEFORE's.
@@ -160,6 +161,7 @@ GRID = {
     "second_min_coverage": [0.2, 0.3],
     "min_phrase_terms": [2, 3],
     "phrase_min_coverage": [0.4, 0.55],
+    "lone_entry_ratio": [0.6, 0.7, 0.8, 0.9, 1.01],  # 1.01: no lone-entry rule
 }
 
 
@@ -219,20 +221,19 @@ class Table:
 class Features:
     """One array a gate feature, shaped (case, first or second document); zero where there is no document."""
 
-    def __init__(self, rows: list[list[tuple[float, float, float, float]]]) -> None:
-        table = np.array(rows, dtype=float).reshape(len(rows), 2, 4)
-        self.places = tuple(GateFeatures(*(table[:, place, k] for k in range(4))) for place in range(2))
+    def __init__(self, rows: list[list[tuple[float, ...]]]) -> None:
+        table = np.array(rows, dtype=float).reshape(len(rows), 2, FEATURE_COUNT)
+        self.places = tuple(GateFeatures(*(table[:, place, k] for k in range(FEATURE_COUNT))) for place in range(2))
 
 
 def _relevant(case: Case, i: int) -> bool:
     return len(case.ranked) > i and case.ranked[i].doc.ref in case.relevant
 
 
-def _features(case: Case, i: int, weights: FeatureWeights) -> tuple[float, float, float, float]:
+def _features(case: Case, i: int, weights: FeatureWeights) -> tuple[float, ...]:
     if len(case.evidence) <= i:
-        return (0.0, 0.0, 0.0, 0.0)
-    got = gate_features(case.evidence[i], weights)
-    return (got.specific_terms, got.coverage, got.head_terms, got.phrase_terms)
+        return (0.0,) * FEATURE_COUNT
+    return astuple(gate_features(case.evidence[i], weights))
 
 
 def delivered(table: Table, gate: GateSettings) -> tuple[np.ndarray, np.ndarray]:

@@ -196,12 +196,13 @@ def doc_evidence(
         generic = slot.generic or (slot.number and not in_text)  # a number learned or enriched is no evidence
         found.append((credit, in_written or in_learned, in_core, in_learned and not in_written, only, generic))
     in_entry = _in_entries(slots, [f[4] for f in found], entries or {})
+    agreeing = _agreeing(slots, [f[4] if f[0] and not f[5] else None for f in found], entries or {})
     words = _cjk_words(slots, [bool(f[0]) and not f[5] for f in found])
     return Evidence(tuple(
         SlotMatch(
             slot.mass, credit, slot.known, generic, is_cjk_term(slot.term), in_head,
             number in in_phrase, in_core, words[number], learned_only, only is not None, number in in_entry,
-            slot.enrichment_vocabulary,
+            slot.enrichment_vocabulary, number in agreeing,
         )
         for number, (slot, (credit, in_head, in_core, learned_only, only, generic)) in enumerate(zip(slots, found))
     ))
@@ -223,6 +224,30 @@ def _in_entries(
         number for number, terms in enumerate(enrichment_only)
         if terms and any(len(entry) == 1 or len(entry & query) >= 2 for term in terms for entry in entries.get(term, ()))
     }
+
+
+def _agreeing(
+    slots: Sequence[QuerySlot],
+    enrichment_only: Sequence[frozenset[str] | None],
+    entries: Mapping[str, Sequence[frozenset[str]]],
+) -> set[int]:
+    """The specific slots matched only in enrichment words that two of the document's keywords or usage
+    scenarios agree on: two entries, each matched by a query word the other does not hold ("laptop" and
+    "x86" for a memory with keywords "laptop" and "x86 emulation"). Two words of one entry ("command
+    line") are one piece of evidence, however many words it holds. ``enrichment_only``: per slot, its
+    terms when it is a specific word matched only in enrichment words, else None."""
+    matched: dict[frozenset[str], set[int]] = {}  # entry -> the slots matching it
+    for number, terms in enumerate(enrichment_only):
+        for term in terms or ():
+            for entry in entries.get(term, ()):
+                matched.setdefault(entry, set()).add(number)
+    found: set[int] = set()
+    groups = list(matched.values())
+    for place, first in enumerate(groups):
+        for second in groups[place + 1 :]:
+            if first - second and second - first:
+                found |= first ^ second
+    return found
 
 
 _WRITTEN_HEAD = sorted(HEAD_FIELDS - {LEARNED_FIELD})

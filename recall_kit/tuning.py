@@ -22,6 +22,7 @@ from recall_kit._fields import FIELD_WEIGHTS, FIELDS
 from recall_kit._gate import (
     CJK_UNKNOWN_WEIGHT,
     ENRICHMENT_HEAD_CREDIT,
+    FEATURE_COUNT,
     GENERIC_WEIGHT,
     MIN_COVERAGE,
     MIN_HEAD_TERMS,
@@ -58,6 +59,7 @@ __all__ = [
     "CJK_UNKNOWN_WEIGHT",
     "ENRICHMENT_HEAD_CREDIT",
     "Evidence",
+    "FEATURE_COUNT",
     "FIELDS",
     "FIELD_WEIGHTS",
     "FeatureWeights",

@@ -201,3 +201,29 @@ def test_a_word_in_some_memory_s_own_text_is_not_enrichment_vocabulary(tmp_path:
         heuristic = FastHeuristic(store.snapshot())
     _, found, _ = heuristic.rank("billing sourdough starter")
     assert [slot.enrichment_vocabulary for slot in found[0].slots] == [False, False, False]
+
+
+def test_keyword_words_agree_only_when_two_entries_each_hold_a_query_word_the_other_lacks(tmp_path: Path) -> None:
+    memory = "---\nname: Release train\ndescription: How the billing service ships\ntype: project\n{extra}---\nCut on Tuesdays.\n"
+    query = "rollback plan for the hotfix"
+
+    def agrees(keywords: str) -> dict[str, list[bool]]:
+        found = {}
+        for place in ("front", "side"):
+            root = write_root(tmp_path / place / keywords.replace(" ", "_"), {
+                "r.md": memory.format(extra=f"keywords: [{keywords}]\n" if place == "front" else ""),
+                "o.md": MEMORIES["cooking.md"],
+            })
+            if place == "side":
+                enrich(root, "r.md", tuple(keywords.split(", ")))
+            with MemoryStore.open(("m", root), watch=False) as store:
+                heuristic = FastHeuristic(store.snapshot())
+            ranked, evidence, _ = heuristic.rank(query)
+            assert ranked[0].doc.ref == "m/r.md"
+            found[place] = [slot.agrees for slot in evidence[0].slots if slot.credit]
+        assert found["front"] == found["side"]
+        return found["front"]
+
+    assert agrees("rollback plan hotfix") == [False, False, False]  # one entry, three words: one piece of evidence
+    assert agrees("rollback plan, hotfix") == [True, True, True]  # two entries, each with a word the other lacks
+    assert agrees("rollback plan, rollback") == [False, False]  # the second entry adds no word of its own

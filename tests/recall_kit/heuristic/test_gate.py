@@ -170,3 +170,24 @@ def test_a_missed_word_only_enrichment_holds_weighs_as_unknown_against_coverage(
     assert Evidence((_matched(), _matched(), _missed())).coverage(2.0, 1.0, 0.0, enrichment_vocabulary_weight=2.0) == (
         pytest.approx(2 / 3)
     )  # a word some memory's own text holds is an ordinary known word
+
+
+def _keyword(*, agrees: bool = False) -> SlotMatch:
+    # a specific word matched only in one keyword the query matches in two words
+    return SlotMatch(1.0, 1.0, True, False, False, True, enrichment_only=True, in_entry=True, agrees=agrees)
+
+
+def test_a_best_that_passes_only_through_one_keyword_must_stand_out_from_the_next(scored) -> None:
+    gate = GateSettings()
+    lone = Evidence((_keyword(), _keyword(), _matched(head=False), _missed()))  # "command line" of one keyword
+    close, apart = scored(10.0, 8.0), scored(10.0, 5.0)
+    weak = Evidence((_missed(),))
+    assert _rules(gate.explain(close, [lone, weak])[0]) == ["lone_entry"]
+    assert str(gate.explain(close, [lone, weak])[0].reasons[0]).startswith("passes only through one keyword")
+    assert gate.select(apart, [lone, weak]) == apart[:1]  # the next scores below 0.7 of it
+    assert gate.select(close, [lone, weak]) == ()
+    assert GateSettings(lone_entry_ratio=1.01).select(close, [lone, weak]) == close[:1]  # the rule off
+    agreed = Evidence((_keyword(agrees=True), _keyword(agrees=True), _matched(head=False), _missed()))
+    assert gate.select(close, [agreed, weak]) == close[:1]  # two keywords agree: no longer one entry
+    own = Evidence((_keyword(), _matched(), _matched(), _missed()))  # it passes by its own name words too
+    assert gate.select(close, [own, weak]) == close[:1]
