@@ -18,10 +18,14 @@ from typing import Any, Iterator
 
 import pytest
 
+from recall_kit.testing import Reply, ScriptedChatServer
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "memories"
 RECALL_KIT = str(Path(sys.executable).parent / "recall-kit")
 DEPLOY_PROMPT = "how do I deploy ledgerline to production?"
+SILENT_PROMPT = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
+DEPLOY_REF = "memories/projects/ledgerline/deploy.md"
 
 
 class Env:
@@ -199,3 +203,10 @@ def daemon(env: Env) -> Iterator[Daemon]:
     started = Daemon(env)
     yield started
     started.stop()
+
+
+@pytest.fixture(name="server")
+def deploy_selecting_server() -> Iterator[ScriptedChatServer]:
+    """A scripted model that picks the deploy memory for every prompt (import it to use it as ``server``)."""
+    with ScriptedChatServer(default=Reply.select(DEPLOY_REF)) as started:
+        yield started

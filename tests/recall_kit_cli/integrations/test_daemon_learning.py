@@ -4,23 +4,13 @@ roots' learned files, which the next prompt's fast stage reads; without it nothi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from integration_support import DEPLOY_REF, SILENT_PROMPT, Daemon, Env, deploy_selecting_server, wait_for  # noqa: F401
+from recall_kit.testing import ScriptedChatServer
 
-from integration_support import Daemon, Env, wait_for
-from recall_kit.testing import Reply, ScriptedChatServer
-
-PROMPT = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
-DEPLOY = "memories/projects/ledgerline/deploy.md"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedChatServer]:
-    with ScriptedChatServer(default=Reply.select(DEPLOY)) as started:
-        yield started
+PROMPT, DEPLOY = SILENT_PROMPT, DEPLOY_REF
 
 
 def _daemon(env: Env, server: ScriptedChatServer, *args: str) -> Daemon:

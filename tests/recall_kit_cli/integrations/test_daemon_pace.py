@@ -3,24 +3,14 @@ the wait, and keeps waiting for one that does (the daemon's selector keeps the r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from integration_support import Daemon, Env, wait_for
+from integration_support import DEPLOY_REF, SILENT_PROMPT, Daemon, Env, deploy_selecting_server, wait_for  # noqa: F401
 from recall_kit._pace import PACE_MIN_SAMPLES
 from recall_kit.testing import Reply, ScriptedChatServer
 
-PROMPT = "push the bookkeeping thing live on friday"  # the fast stage finds nothing for it
-DEPLOY = "memories/projects/ledgerline/deploy.md"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedChatServer]:
-    with ScriptedChatServer(default=Reply.select(DEPLOY)) as started:
-        yield started
+PROMPT, DEPLOY = SILENT_PROMPT, DEPLOY_REF
 
 
 def _event(session: str, name: str, **fields: object) -> dict[str, object]:
