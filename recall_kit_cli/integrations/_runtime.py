@@ -73,11 +73,17 @@ def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) ->
 def append_log(path: Path, message: str) -> bool:
     """One timestamped line in ``path``; whether it was written. Never raises: logging must not
     become the failure."""
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {' '.join(message.split())}\n"
+    return append_line(path, line, rotate_at=HOOK_LOG_MAX_BYTES)
+
+
+def append_line(path: Path, line: str, *, rotate_at: int) -> bool:
+    """``line`` appended to the private log ``path`` (``open_log``, rotated past ``rotate_at`` bytes);
+    whether it was written. Never raises: a record that cannot be kept must not become the failure."""
     from memory_store import RecallKitError  # its errors module alone: cheap
 
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {' '.join(message.split())}\n"
     try:
-        fd = open_log(path, rotate_at=HOOK_LOG_MAX_BYTES)
+        fd = open_log(path, rotate_at=rotate_at)
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:

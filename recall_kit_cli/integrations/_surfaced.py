@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memory_store import RecallKitError, open_private
 from recall_kit.limits import DAEMON_MAX_SESSIONS, MAX_SESSION_ID_CHARS, SURFACED_MAX_BYTES
-from recall_kit_cli.integrations._runtime import open_log
+from recall_kit_cli.integrations._runtime import append_line
 
 _MAX_REF_CHARS = 4096  # a ref is a root's label and a relative path
 
@@ -43,13 +43,7 @@ class SurfacedRecord:
             return
         self._remember(session, new)
         line = json.dumps({"t": round(time.time(), 3), "session": session, "refs": new}, ensure_ascii=False) + "\n"
-        try:
-            fd = open_log(self.path, rotate_at=SURFACED_MAX_BYTES)
-            try:
-                os.write(fd, line.encode("utf-8", "replace"))
-            finally:
-                os.close(fd)
-        except (OSError, RecallKitError):
+        if not append_line(self.path, line, rotate_at=SURFACED_MAX_BYTES):
             self.failures += 1
 
     def _loaded(self) -> dict[str, dict[str, None]]:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import RecallKitError, open_private
+from memory_store import open_private
 from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
-from recall_kit_cli.integrations._runtime import open_log
+from recall_kit_cli.integrations._runtime import append_line
 
 _READ_MAX_BYTES = 4 * TRAIL_MAX_BYTES  # a trail file grown past this by someone else is read only to here
 
@@ -80,13 +80,7 @@ class Trail:
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps({"t": round(time.time(), 3), **record}, ensure_ascii=False) + "\n"
         with self._lock:
-            try:
-                fd = open_log(self.path, rotate_at=TRAIL_MAX_BYTES)
-                try:
-                    os.write(fd, line.encode("utf-8", "replace"))
-                finally:
-                    os.close(fd)
-            except (OSError, RecallKitError):
+            if not append_line(self.path, line, rotate_at=TRAIL_MAX_BYTES):
                 self.failures += 1
 
 
