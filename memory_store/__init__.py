@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from memory_store._private import PRIVATE_FILE_MODE as PRIVATE_FILE_MODE
     from memory_store._private import PRIVATE_FOLDER_MODE as PRIVATE_FOLDER_MODE
     from memory_store._private import open_private as open_private
+    from memory_store._private import read_private as read_private
     from memory_store._private import private_folder as private_folder
     from memory_store._private import private_lock as private_lock
     from memory_store._write import file_lock as file_lock
@@ -138,6 +139,7 @@ _EXPORTS: dict[str, str] = {
     "PRIVATE_FILE_MODE": "memory_store._private",
     "PRIVATE_FOLDER_MODE": "memory_store._private",
     "open_private": "memory_store._private",
+    "read_private": "memory_store._private",
     "private_folder": "memory_store._private",
     "private_lock": "memory_store._private",
     "file_lock": "memory_store._write",

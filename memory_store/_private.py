@@ -122,6 +122,19 @@ def open_private(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, crea
     return fd
 
 
+def read_private(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
+    """At most ``max_bytes`` of ``path``, a regular file of this user's, opened as ``open_private``
+    opens it; None when it is missing. UnsafePathError or OSError as ``open_private`` raises them."""
+    try:
+        fd = open_private(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.read(fd, max_bytes)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def private_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive flock on ``path``, a private lock file (made 0600 when missing, opened as

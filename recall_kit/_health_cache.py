@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_store import UnsafePathError, open_private, private_folder
+from memory_store import UnsafePathError, open_private, private_folder, read_private
 from recall_kit import _health_text, _secrets
 from recall_kit._cache_file import DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX, default_cache_dir, remove_doctor_text
 from recall_kit._health_text import Reference
@@ -97,14 +97,9 @@ class TextCache:
 
 
 def _read(path: Path) -> dict[str, TextChecks]:
-    try:
-        fd = open_private(path)
-    except FileNotFoundError:
+    data = read_private(path, _MAX_BYTES)
+    if data is None:
         return {}
-    try:
-        data = os.read(fd, _MAX_BYTES)
-    finally:
-        os.close(fd)
     value = json.loads(data)
     if not isinstance(value, dict):
         return {}

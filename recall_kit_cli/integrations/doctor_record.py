@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_store import RecallKitError, open_private, private_folder, private_lock
+from memory_store import RecallKitError, open_private, private_folder, private_lock, read_private
 from recall_kit.health import KIND_TITLES, HealthReport
 from recall_kit_cli.integrations._runtime import runtime_paths
 
@@ -35,14 +35,9 @@ def read_record(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Folder -> {"checked": time, "counts": {kind: n}, "found": time or None, "found_counts": {kind: n}}
     (found: the last check that found something); {} without a record.
     UnsafePathError when the file is a symlink, not a regular file or another user's."""
-    try:
-        fd = open_private(record_path(environ))
-    except FileNotFoundError:
+    data = read_private(record_path(environ), _MAX_BYTES)
+    if data is None:
         return {}
-    try:
-        data = os.read(fd, _MAX_BYTES)
-    finally:
-        os.close(fd)
     try:
         value = json.loads(data)
     except ValueError:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import threading
 import time
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import open_private
+from memory_store import read_private
 from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
 from recall_kit_cli.integrations._runtime import append_line
 
@@ -230,14 +229,9 @@ def _text(value: object) -> str | None:
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
-    try:
-        fd = open_private(path)
-    except FileNotFoundError:
+    data = read_private(path, _READ_MAX_BYTES)
+    if data is None:
         return []
-    try:
-        data = os.read(fd, _READ_MAX_BYTES)
-    finally:
-        os.close(fd)
     records = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
