@@ -48,9 +48,15 @@ def collect_status(cwd: str, environ: dict[str, str], *, agent_keywords: bool = 
 def _agent_status(agent: Agent, cwd: str, environ: dict[str, str]) -> dict[str, Any]:
     installs = []
     commands: list[str] = []
+    read: dict[str, str] = {}  # each settings file (resolved) -> the scope that read it
     for scope in SCOPES:
         path = settings_path(agent, scope, Path(cwd))
         entry: dict[str, Any] = {"scope": scope, "settings": str(path)}
+        first = read.setdefault(os.path.realpath(path), scope)
+        if first != scope:  # in the home folder the project's settings file is the user's: one file, one install
+            entry.update(installed=False, same_as=first)
+            installs.append(entry)
+            continue
         try:
             text = read_settings(path, Path(cwd) if scope == "project" else None)
         except SettingsError as exc:
@@ -111,7 +117,9 @@ def status_text(status: dict[str, Any]) -> list[str]:
     for agent in status["agents"]:
         lines.append(f"{agent['title']} (tested with {agent['tested_version']}):")
         for install in agent["installs"]:
-            if install.get("error"):
+            if install.get("same_as"):
+                state = f"the same file as {install['same_as']}'s"
+            elif install.get("error"):
                 state = f"cannot tell: {install['error']}"
             elif install["installed"]:
                 state = "installed"

@@ -64,6 +64,19 @@ def test_status_warns_when_the_user_and_the_project_hook_would_both_run(env: Env
     assert "both run on every event" in env.run("hook", "status", cwd=project).stdout.decode()
 
 
+def test_status_in_the_home_folder_counts_its_one_settings_file_once(env: Env) -> None:
+    home = Path(env.vars["HOME"])  # there the project's .claude/settings.json is the user's
+    assert env.run("hook", "install", "claude-code", "--user").returncode == 0
+
+    claude = next(a for a in _status(env, home)["agents"] if a["agent"] == "claude-code")
+
+    assert [(i["scope"], i["installed"], i.get("same_as")) for i in claude["installs"]] == [
+        ("user", True, None), ("project", False, "user"),
+    ]
+    text = env.run("hook", "status", cwd=home).stdout.decode()
+    assert "the same file as user's" in text and "both run on every event" not in text
+
+
 def test_status_says_the_daemon_runs(env: Env, daemon: Daemon, tmp_path: Path) -> None:
     status = _status(env, tmp_path)
     assert status["daemon"]["running"] is True and status["daemon"]["pid"] == daemon.process.pid
