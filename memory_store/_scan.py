@@ -118,8 +118,25 @@ def open_beneath(dir_fd: int, rel: str, final_flags: int = _DIR_FLAGS) -> int:
             os.close(fd)
 
 
+class _OverBound(Exception):
+    """The walk listed more visible files and folders than its bound allows."""
+
+
+class _Budget:
+    """How many more visible files and folders a bounded walk may list (None: no bound)."""
+
+    def __init__(self, max_entries: int | None) -> None:
+        self.left = max_entries
+
+    def take(self, count: int) -> None:
+        if self.left is not None:
+            self.left -= count
+            if self.left < 0:
+                raise _OverBound
+
+
 def walk(
-    root: Root, root_fd: int, under: str, max_bytes: int, reuse: Reuse | None = None
+    root: Root, root_fd: int, under: str, max_bytes: int, reuse: Reuse | None = None, max_entries: int | None = None
 ) -> tuple[dict[str, Entry], set[str]]:
     """Read every memory below ``under`` (a folder already checked to be one): (rel -> entry, rels read via a symlink).
 
@@ -127,6 +144,9 @@ def walk(
     pointing outside the root is reported. A folder that cannot be listed is an error, and so is
     one more than MAX_FOLDER_DEPTH levels below the root (it is not entered).
     ``reuse(abspath, lstat)`` may stand in for reading a regular file (a caller's cache).
+    With ``max_entries``, a walk that lists more visible files and folders than that stops, and its
+    whole result is the one error that says so (``bound_error``): each folder is counted as it is
+    listed, before any file in it is read, so the bound costs no walk of its own.
     """
     found: dict[str, Entry] = {}
     links: set[str] = set()
@@ -143,8 +163,16 @@ def walk(
         return found, links  # gone or swapped: the watcher's event for it settles the path
     stack: list[tuple[int, str, list[str]]] = []
     fd, folder_rel = start, under
+    budget = _Budget(max_entries)
     while True:
-        subfolders = _read_folder(root, root_fd, fd, folder_rel, max_bytes, root_real, found, links, reuse, reread)
+        try:
+            subfolders = _read_folder(root, root_fd, fd, folder_rel, max_bytes, root_real, found, links, reuse, reread, budget)
+        except _OverBound:
+            os.close(fd)
+            for parent_fd, *_ in stack:
+                os.close(parent_fd)
+            assert max_entries is not None
+            return {under or ".": bound_error(root.label, max_entries)}, set()  # whatever was read of it goes
         stack.append((fd, folder_rel, subfolders))
         fd = -1
         while stack and fd == -1:
@@ -178,8 +206,10 @@ def _read_folder(
     links: set[str],
     reuse: Reuse | None = None,
     reread: _Reread | None = None,
+    budget: _Budget | None = None,
 ) -> list[str]:
-    """Read the memories directly in one open folder; return its visible subfolders' names."""
+    """Read the memories directly in one open folder; return its visible subfolders' names. Its visible
+    entries are taken from ``budget`` before any is read (_OverBound when they are too many)."""
     subfolders: list[str] = []
     try:
         with os.scandir(fd) as entries:
@@ -187,6 +217,8 @@ def _read_folder(
     except OSError as exc:
         found[folder_rel or "."] = _folder_error(root, folder_rel, exc)
         return subfolders
+    if budget is not None:
+        budget.take(sum(1 for name, *_ in listed if not name.startswith(".")))
     folder_prefix = os.path.join(root.abspath(folder_rel), "")  # abspaths for reuse, joined once per folder
     for name, is_dir, is_link in listed:
         if name.startswith("."):

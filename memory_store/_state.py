@@ -26,13 +26,11 @@ from memory_store._scan import (
     Reuse,
     MAX_FOLDER_DEPTH,
     Root,
-    bound_error,
     folder_depth,
     is_hidden,
     is_memory_name,
     open_beneath,
     open_root,
-    over_bound,
     read_at,
     shallow_part,
     symlinked_folder_error,
@@ -104,12 +102,11 @@ class StoreState:
             self._clear_missing(root)
             try:
                 is_folder = not under or _is_folder(root_fd, under)
-                if not under and over_bound(root.path, self.max_entries):
-                    assert self.max_entries is not None
-                    found = {".": bound_error(root.label, self.max_entries)}  # whatever was read of it goes
-                elif is_folder:
+                if is_folder:
                     first_scan = self._published is None
-                    found, links = walk(root, root_fd, under, self.max_bytes, self.reuse if first_scan else None)
+                    reuse = self.reuse if first_scan else None
+                    bound = None if under else self.max_entries  # a whole root is bounded; a subtree of one is not
+                    found, links = walk(root, root_fd, under, self.max_bytes, reuse, bound)
             finally:
                 os.close(root_fd)
             if not is_folder:

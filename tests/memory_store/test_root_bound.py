@@ -107,3 +107,17 @@ def test_the_library_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
 
     with pytest.raises(MemoryStoreError, match="file system root"):
         open_recaller(["/"])
+
+
+def test_the_bound_counts_every_visible_file_and_folder_of_the_tree_and_no_hidden_one(tmp_path: Path, open_store: Open) -> None:
+    root = tmp_path / "mem"
+    write(root / "a.md", memory(name="A"))
+    write(root / "notes" / "b.md", memory(name="B"))
+    write(root / "notes" / "deep" / "c.md", memory(name="C"))
+    write(root / ".git" / "objects" / "x.md", memory(name="hidden"))
+    # visible: a.md, notes, notes/b.md, notes/deep, notes/deep/c.md = 5
+    assert len(open_store(root, max_entries=5, watch=False).snapshot().docs) == 3
+
+    shown = open_store(root, max_entries=4, watch=False).snapshot()
+
+    assert shown.docs == {} and [err.reason.startswith("more than 4 files and folders") for err in shown.errors] == [True]
