@@ -138,3 +138,37 @@ class Shelves:
         if isinstance(lengths, range) and lengths.step == 1:
             return self.between(first, lengths.start, lengths.stop - 1)
         return [word for length in lengths for word in self.between(first, length, length)]
+
+
+class IndexReading:
+    """What ``FieldIndex`` and ``FrozenIndex`` read alike, from their ``ids`` (ref -> doc id), ``terms``
+    and ``surface_words`` and each one's own ``doc_freq``: stated once, so the two cannot drift."""
+
+    ids: dict[str, int]
+    terms: list[str]
+    surface_words: list[str]
+    _shelves: Shelves | None  # surface words by first character and length, built on first use
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self.ids
+
+    def doc_freq(self, term: str) -> int:
+        """How many documents hold ``term``."""
+        raise NotImplementedError
+
+    def idf(self, term: str) -> float:
+        """``term``'s idf in this index."""
+        return bm25_idf(len(self.ids), self.doc_freq(term))
+
+    def doc_freqs(self) -> dict[str, int]:
+        """Every term some document holds, with its document frequency."""
+        return {term: df for term in self.terms if (df := self.doc_freq(term))}
+
+    def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
+        """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
+        if self._shelves is None:
+            self._shelves = Shelves(self.surface_words)
+        return self._shelves.candidates(first, lengths)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import compress, count
 from operator import le
 from typing import TYPE_CHECKING, Any
@@ -22,11 +22,10 @@ from recall_kit._bm25 import (
     UINT_CODES,
     Code,
     Hit,
+    IndexReading,
     Posting,
     QueryTerm,
-    Shelves,
     best_hits,
-    bm25_idf,
     field_tf,
     length_norms,
     saturated,
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
 FROZEN_MAX_POSTINGS = 300_000
 
 
-class FrozenIndex:
+class FrozenIndex(IndexReading):
     """The index a saved state describes, read-only; raises ValueError when its parts do not fit."""
 
     def __init__(self, state: dict[str, Any]) -> None:
@@ -80,7 +79,7 @@ class FrozenIndex:
         self.total_lengths = [sum(self._lengths[field::n_fields]) for field in range(n_fields)]
         self._keep, self._per_length = length_norms(field_b, self.total_lengths, n_docs)
         self._state = state
-        self._shelves: Shelves | None = None
+        self._shelves = None
 
     @staticmethod
     def postings_in(state: dict[str, Any]) -> int:
@@ -93,24 +92,10 @@ class FrozenIndex:
 
         return FieldIndex.from_state(self._state)
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __contains__(self, ref: object) -> bool:
-        return ref in self.ids
-
     def doc_freq(self, term: str) -> int:
         """How many documents hold ``term``."""
         term_id = self.term_ids.get(term)
         return 0 if term_id is None else self._term_ptr[term_id + 1] - self._term_ptr[term_id]
-
-    def idf(self, term: str) -> float:
-        """``term``'s idf in this index."""
-        return bm25_idf(len(self.ids), self.doc_freq(term))
-
-    def doc_freqs(self) -> dict[str, int]:
-        """Every term some document holds, with its document frequency."""
-        return {term: df for term in self.terms if (df := self.doc_freq(term))}
 
     def posting(self, term: str, ref: str) -> Posting | None:
         """Per-field frequencies of ``term`` in ``ref``, or None when it does not occur there."""
@@ -133,12 +118,6 @@ class FrozenIndex:
         width = len(self.field_weights)
         tfs = self._term_tfs[self._term_ptr[term_id] * width : self._term_ptr[term_id + 1] * width]
         return any(any(tfs[field::width]) for field in fields)
-
-    def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
-        """Surface words starting with ``first`` of the given lengths."""
-        if self._shelves is None:
-            self._shelves = Shelves(self.surface_words)
-        return self._shelves.candidates(first, lengths)
 
     def surface_doc_count(self, word: str) -> int:
         """How many documents hold ``word`` as a surface word."""

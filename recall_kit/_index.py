@@ -35,11 +35,10 @@ from recall_kit._bm25 import (
     OFFSET_CODE,
     UINT_CODES,
     Hit,
+    IndexReading,
     Posting,
     QueryTerm,
-    Shelves,
     best_hits,
-    bm25_idf,
     field_tf,
     length_norms,
     saturated,
@@ -90,7 +89,7 @@ class _Packed:
         return int(self.ptr[key]), int(self.ptr[key + 1])
 
 
-class FieldIndex:
+class FieldIndex(IndexReading):
     """Postings per term, lengths per document and field, and the running totals BM25 needs."""
 
     def __init__(
@@ -130,13 +129,7 @@ class FieldIndex:
         self._delta_surfaces: dict[int, dict[int, None]] = {}  # surface id -> doc ids
         self._delta_docs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # doc id -> term, surface ids
         self._delta_postings = 0
-        self._buckets: Shelves | None = None  # surface words by first character and length, built on first use
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __contains__(self, ref: object) -> bool:
-        return ref in self.ids
+        self._shelves = None
 
     # --- building -------------------------------------------------------------
 
@@ -194,7 +187,7 @@ class FieldIndex:
         self._base, self._base_surfaces = postings, surface_docs
         self._base_size, self._base_dead = n_docs, 0
         self._delta, self._delta_surfaces, self._delta_docs, self._delta_postings = {}, {}, {}, 0
-        self._buckets = None
+        self._shelves = None
 
     def add(self, ref: str, fields: Sequence[Sequence[str]], surfaces: Iterable[str] = ()) -> None:
         """Index one document given the terms of each field; replaces an existing ``ref``."""
@@ -295,8 +288,8 @@ class FieldIndex:
         if surface_id is None:
             surface_id = self.surface_ids[word] = len(self.surface_words)
             self.surface_words.append(word)
-            if self._buckets is not None:
-                self._buckets.add(word)
+            if self._shelves is not None:
+                self._shelves.add(word)
         return surface_id
 
     def _grow(self) -> int:
@@ -376,13 +369,6 @@ class FieldIndex:
             return 0
         return self._base_count(self._base, term_id) + len(self._delta.get(term_id, ()))
 
-    def idf(self, term: str) -> float:
-        return bm25_idf(len(self.ids), self.doc_freq(term))
-
-    def doc_freqs(self) -> dict[str, int]:
-        """Every term some document holds, with its document frequency."""
-        return {term: df for term in self.terms if (df := self.doc_freq(term))}
-
     def posting(self, term: str, ref: str) -> Posting | None:
         """Per-field frequencies of ``term`` in ``ref``, or None when it does not occur there."""
         doc_id, term_id = self.ids.get(ref), self.term_ids.get(term)
@@ -405,12 +391,6 @@ class FieldIndex:
             return False
         _, tfs = self._term_postings(term_id)
         return bool(tfs[:, list(fields)].any()) if len(tfs) else False
-
-    def surface_candidates(self, first: str, lengths: Iterable[int]) -> list[str]:
-        """Surface words starting with ``first`` of the given lengths (some may be held by no document)."""
-        if self._buckets is None:
-            self._buckets = Shelves(self.surface_words)
-        return self._buckets.candidates(first, lengths)
 
     def surface_doc_count(self, word: str) -> int:
         """How many documents hold ``word`` as a surface word."""

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
+from recall_kit._bm25 import bm25_idf
 from recall_kit._corpus import analyse_corpus
 from recall_kit._frozen_index import FrozenIndex
-from recall_kit._index import FieldIndex, QueryTerm, bm25_idf
+from recall_kit._index import FieldIndex, QueryTerm
 from recall_kit._tokenize import analyze_terms, tokenize
 
 WORDS = st.sampled_from("alpha beta gamma delta eps zeta eta theta iota kappa".split())
