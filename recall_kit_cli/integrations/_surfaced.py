@@ -11,12 +11,11 @@ most recently. A line it did not write (a planted one, one cut by a crash) is le
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from memory_store import RecallKitError, open_private
+from memory_store import RecallKitError, read_private
 from recall_kit.limits import DAEMON_MAX_SESSIONS, MAX_SESSION_ID_CHARS, SURFACED_MAX_BYTES
 from recall_kit_cli.integrations._runtime import append_line
 
@@ -66,13 +65,11 @@ class SurfacedRecord:
 def _lines(path: Path) -> list[tuple[str, list[str]]]:
     """The (session, refs) of each line of ``path`` the daemon could have written; [] without the file."""
     try:
-        fd = open_private(path)
+        data = read_private(path, 2 * SURFACED_MAX_BYTES)
     except (OSError, RecallKitError):
-        return []  # missing, or not ours to read: nothing delivered is known
-    try:
-        data = os.read(fd, 2 * SURFACED_MAX_BYTES)
-    finally:
-        os.close(fd)
+        data = None  # not ours to read, or unreadable: nothing delivered is known
+    if data is None:
+        return []
     found = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
