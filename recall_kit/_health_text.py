@@ -50,6 +50,8 @@ class Reference:
 def secret_columns(text: str) -> Iterator[tuple[int, int]]:
     """(line, column) of the first character learning's scrubber blanks on each line that has one (1-based),
     leaving out a plain word it blanks only because prose names it after a credential's label."""
+    if scrub_secrets(text, sure_only=True) == text:
+        return  # every span a line's scrub blanks, the whole text's blanks too: most memories stop here
     for number, line in enumerate(text.split("\n"), 1):
         scrubbed = scrub_secrets(line, sure_only=True)
         if scrubbed != line:

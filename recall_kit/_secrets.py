@@ -190,7 +190,6 @@ _VALUE_AFTER = re.compile(
     rf"){_VALUE}"
 )
 _CARD = re.compile(r"\b\d(?:[ \-]?\d){12,18}\b")  # 13 to 19 digits, spaced or dashed as people write them
-_CHUNK = re.compile(r"\S+")
 _PIECE = re.compile(r"[^\W_]+")  # a token's runs of letters and digits, between its separators
 MIN_RANDOM_CHARS = 16  # a token this long with letters and digits mixed, and spread out, looks random
 MIN_RANDOM_BITS = 3.2  # Shannon entropy per character; long English words and identifiers stay below it
@@ -199,6 +198,8 @@ MIN_LETTER_PIECE = 16  # a letters-only piece this long is a generated token whe
 UPPER_SHARE = (0.35, 0.65)  # (camelCaseWords: under a fifth; random case: a half)
 MAX_VOWEL_SHARE = 0.25  # or too few of its letters are vowels (English words: about 0.4),
 MAX_CONSONANT_RUN = 5  # or five consonants follow each other ("strengths" has five, not six)
+# The tokens looks_random is asked about: a shorter one is never random, whichever of its rules
+_CHUNK = re.compile(rf"\S{{{min(MIN_RANDOM_CHARS, MIN_MIXED_PIECE, MIN_LETTER_PIECE)},}}")
 
 
 def scrub_secrets(text: str, *, sure_only: bool = False) -> str:
