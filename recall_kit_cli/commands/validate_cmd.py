@@ -31,8 +31,8 @@ def validate(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> None:
         echo_json({"valid": len(snapshot.docs), "errors": [error_json(err) for err in errors],
                    "problems": [{"ref": ref, "problem": problem} for ref, problem in problems]})
     else:
-        verdict = "ok" if not errors and not problems else f"{len(errors) + len(problems)} bad"
         with_problems = len({ref for ref, _ in problems})
+        verdict = "ok" if not errors and not problems else f"{len(errors) + with_problems} bad"  # files, not lines
         noted = f" ({with_problems} with problems)" if problems else ""
         echo(f"{verdict}: {len(snapshot.docs)} valid memories{noted}, {len(errors)} skipped")
         echo_rows(f"  {error_line(err)}" for err in errors)

@@ -158,6 +158,15 @@ def test_validate_names_a_bad_keywords_value_that_the_memory_loads_without(run_c
                                  "problem": "'keywords' ignored: a list or a string is expected, got a number"}]
 
 
+def test_validate_counts_bad_files_not_problem_lines(run_cli: RunCli, store: Path) -> None:
+    (store / "user" / "tags.md").write_text(
+        "---\nname: a\ndescription: b\ntype: user\nkeywords: {a: 1}\nusage_scenarios: 5\n---\nbody\n"
+    )
+    lines = run_cli("validate", "--root", str(store)).stdout.splitlines()
+    assert lines[0] == "1 bad: 2 valid memories (1 with problems), 0 skipped"
+    assert len(lines) == 3 and all(line.startswith("  mem/user/tags.md: ") for line in lines[1:])
+
+
 def test_stats_counts_types_scopes_sizes_ages_enrichment_and_index(run_cli: RunCli, store: Path) -> None:
     data = json_out(run_cli("stats", "--root", str(EXAMPLES), "--root", str(store), "--json"))
     assert data["memories"] == 28 and data["by_scope"] == {"mem": 1, "memories": 27}
