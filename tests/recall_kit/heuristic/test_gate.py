@@ -16,6 +16,7 @@ GATES = {
     "default": GateSettings(),
     "tie rule on": GateSettings(tie_ratio=0.8, tie_min_head_terms=2.5),
     "strict": GateSettings(min_coverage=0.3, min_head_terms=2, second_score_ratio=0.5, min_phrase_terms=3),
+    "unmatched-words rule eager": GateSettings(unmatched_share=0.2, unmatched_known_share=0.1),
 }
 
 
@@ -191,3 +192,24 @@ def test_a_best_that_passes_only_through_one_keyword_must_stand_out_from_the_nex
     assert gate.select(close, [agreed, weak]) == close[:1]  # two keywords agree: no longer one entry
     own = Evidence((_keyword(), _matched(), _matched(), _missed()))  # it passes by its own name words too
     assert gate.select(close, [own, weak]) == close[:1]
+
+
+def test_a_best_that_needs_its_keywords_and_misses_words_other_memories_hold_is_held(scored) -> None:
+    # "how do I debug a memory leak in a Node.js process" against a memory whose keyword is "memory leak"
+    gate = GateSettings()
+    leak = _keyword(agrees=True)  # two keywords agree: the lone-entry rule lets it through
+    body = _matched(head=False)
+    process = SlotMatch(1.0, 0.0, True, False, False, False)  # missed; other memories hold it
+    node = SlotMatch(1.0, 0.0, False, False, False, False)  # missed; no memory holds it
+    apart, weak = scored(10.0, 2.0), Evidence((_missed(),))
+    needs_keywords = Evidence((leak, leak, body, process, process, process))
+    assert gate.explain(apart, [needs_keywords, weak])[0].reasons == (HeldReason("unmatched", 0.5, 0.4),)
+    assert gate.select(apart, [needs_keywords, weak]) == ()
+    assert GateSettings(unmatched_share=1.01).select(apart, [needs_keywords, weak]) == apart[:1]  # the rule off
+    unknown_words = Evidence((leak, leak, body, node, node, node))  # what it misses, no memory holds
+    assert gate.select(apart, [unknown_words, weak]) == apart[:1]
+    own_words = Evidence((leak, _matched(), _matched(), process, process, process))  # it passes by its own text
+    assert gate.select(apart, [own_words, weak]) == apart[:1]
+    little_missed = Evidence((leak, leak, body, process))  # a quarter of the query missed
+    assert gate.select(apart, [little_missed, weak]) == apart[:1]
+    assert str(gate.explain(apart, [needs_keywords, weak])[0]).startswith("passes only through its keywords")

@@ -28,6 +28,7 @@ GATES = {
         enrichment_vocabulary_weight=1.0,
     ),
     "learned words count half": GateSettings(learned_head_credit=0.5, min_head_terms=1.5),
+    "unmatched-words rule eager": GateSettings(unmatched_share=0.2, unmatched_known_share=0.1),
 }
 
 
