@@ -140,6 +140,17 @@ class SlotMatch:
     enrichment_vocabulary: bool = False  # only keywords or usage scenarios hold it, in any document
     agrees: bool = False  # matched only in enrichment words, where two entries each hold a query word the other lacks
 
+    def weighed(
+        self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float, enrichment_vocabulary_weight: float
+    ) -> float:
+        """The word's mass as the gate weighs it: everyday words by ``generic_weight``, words no memory holds
+        by ``unknown_weight`` (CJK bigrams by ``cjk_unknown_weight``), words only keywords and usage scenarios
+        hold by ``enrichment_vocabulary_weight``."""
+        mass = self.mass * (generic_weight if self.generic else 1.0)
+        if not self.known:
+            return mass * (cjk_unknown_weight if self.cjk else unknown_weight)
+        return mass * enrichment_vocabulary_weight if self.enrichment_vocabulary else mass
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -161,11 +172,7 @@ class Evidence:
         (``unknown_weight``: as unknown, as it is where nothing is enriched)."""
         total = matched = 0.0
         for slot in self.slots:
-            mass = slot.mass * (generic_weight if slot.generic else 1.0)
-            if not slot.known:
-                mass *= cjk_unknown_weight if slot.cjk else unknown_weight
-            elif slot.enrichment_vocabulary:
-                mass *= enrichment_vocabulary_weight
+            mass = slot.weighed(unknown_weight, generic_weight, cjk_unknown_weight, enrichment_vocabulary_weight)
             total += mass
             lone = slot.enrichment_only and not slot.in_entry
             matched += slot.credit * mass * (enrichment_credit if lone else 1.0)
@@ -195,11 +202,7 @@ class Evidence:
         document misses, and in those of them that some memory holds."""
         total = missed = known = 0.0
         for slot in self.slots:
-            mass = slot.mass * (generic_weight if slot.generic else 1.0)
-            if not slot.known:
-                mass *= cjk_unknown_weight if slot.cjk else unknown_weight
-            elif slot.enrichment_vocabulary:
-                mass *= enrichment_vocabulary_weight
+            mass = slot.weighed(unknown_weight, generic_weight, cjk_unknown_weight, enrichment_vocabulary_weight)
             total += mass
             if not slot.credit and not slot.generic:
                 missed += mass
