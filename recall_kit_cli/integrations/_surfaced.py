@@ -17,6 +17,7 @@ from pathlib import Path
 
 from memory_store import RecallKitError, read_private
 from recall_kit.limits import DAEMON_MAX_SESSIONS, MAX_SESSION_ID_CHARS, SURFACED_MAX_BYTES
+from recall_kit_cli._output import json_text
 from recall_kit_cli.integrations._runtime import append_line
 
 _MAX_REF_CHARS = 4096  # a ref is a root's label and a relative path
@@ -41,7 +42,7 @@ class SurfacedRecord:
         if not new:
             return
         self._remember(session, new)
-        line = json.dumps({"t": round(time.time(), 3), "session": session, "refs": new}, ensure_ascii=False) + "\n"
+        line = json_text({"t": round(time.time(), 3), "session": session, "refs": new}) + "\n"
         if not append_line(self.path, line, rotate_at=SURFACED_MAX_BYTES):
             self.failures += 1
 

@@ -46,6 +46,7 @@ from recall_kit.limits import (
     PROTOCOL_MAX_LINE_BYTES,
     WRITING_NOTE_WAIT_S,
 )
+from recall_kit_cli._output import json_text
 from recall_kit_cli.integrations._offloop import close_quietly, in_thread, retrieved
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
@@ -567,7 +568,7 @@ class RecallDaemon:
 
 
 def _encode(answer: dict[str, Any]) -> bytes:
-    return json.dumps(answer, ensure_ascii=False).encode("utf-8") + b"\n"
+    return json_text(answer).encode("utf-8") + b"\n"  # a file name's undecodable byte as its \udcXX escape
 
 
 def _session_id(message: dict[str, Any]) -> str:

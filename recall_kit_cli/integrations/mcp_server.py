@@ -4,6 +4,10 @@ Tools: ``search_memories``, ``read_memory``, ``recall``, ``doctor``, ``remember`
 what it does to the memories (search, read, recall and doctor only read); every memory is also a resource
 (``memory://<ref>``), listed ``RESOURCE_PAGE_SIZE`` at a time. One stdio connection is one MCP
 session, so one RecallSession.
+
+A file name that is not UTF-8 (Python holds its bytes as surrogate escapes, which JSON cannot carry)
+is shown as the CLI shows it, each such byte as ``\\xNN`` (``shown_ref``), and taken back in that
+form by ``read_memory`` (``given_ref``); its resource URI percent-encodes the byte itself.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import bisect
 import hashlib
 import hmac
 import os
+import re
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -78,7 +83,7 @@ class MemoryService:
         ranked, _evidence, _scanned = self.heuristic.rank(bounded_prompt(query))
         return [
             {
-                "ref": s.doc.ref,
+                "ref": shown_ref(s.doc.ref),
                 "name": s.doc.name,
                 "description": s.doc.description,
                 "type": s.doc.type,
@@ -90,7 +95,7 @@ class MemoryService:
     def read(self, ref: str) -> str:
         """The text of the memory file ``ref``, read through the store: MemoryStoreError when it refuses
         the ref, ValueError when the file is not UTF-8."""
-        data = self.store.read_bytes(ref)
+        data = self.store.read_bytes(self.given(ref))
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -98,7 +103,12 @@ class MemoryService:
 
     def resolve(self, ref: str) -> Path:
         """The file a ref names, once the store knows it for a memory file inside its root."""
-        return self.store.resolve(ref)
+        return self.store.resolve(self.given(ref))
+
+    def given(self, ref: str) -> str:
+        """The store's ref for ``ref`` as a client gives it back: as it is when the store holds it, else
+        with each ``\\xNN`` of ``shown_ref`` read as the byte it stands for."""
+        return ref if ref in self.store.snapshot().docs else given_ref(ref)
 
     async def recall(self, prompt: str) -> str:
         """Begin recall for ``prompt`` in the service's session; the initial point's delivery, rendered ("" for none)."""
@@ -120,7 +130,8 @@ class MemoryService:
         report = check_health(planned.plan, history=history)
         payload = report.to_json()
         payload["notes"] = [*planned.notes, *([trail_note] if trail_note else []), *report.notes]
-        return payload
+        shown: dict[str, Any] = _shown_everywhere(payload)
+        return shown
 
     def remember(
         self,
@@ -141,8 +152,34 @@ class MemoryService:
 
 
 def ref_uri(ref: str) -> str:
-    """The resource URI of a memory: ``memory://`` and its ref, each segment URL-encoded."""
-    return URI_SCHEME + "/".join(quote(part, safe="") for part in ref.split("/"))
+    """The resource URI of a memory: ``memory://`` and its ref, each segment URL-encoded (an undecodable
+    byte as itself: ``caf%E9.md``)."""
+    return URI_SCHEME + "/".join(quote(part, safe="", errors="surrogateescape") for part in ref.split("/"))
+
+
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # the surrogate escapes of bytes 0x80-0xff
+_SHOWN_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def shown_ref(ref: str) -> str:
+    """``ref`` with each byte that was not UTF-8 as ``\\xNN``, as the CLI shows it: text JSON can carry."""
+    return _UNDECODABLE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", ref)
+
+
+def given_ref(text: str) -> str:
+    """The inverse of ``shown_ref``."""
+    return _SHOWN_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
+
+
+def _shown_everywhere(value: Any) -> Any:
+    # every string of a JSON payload through shown_ref (doctor's report names files by path and ref)
+    if isinstance(value, str):
+        return shown_ref(value)
+    if isinstance(value, dict):
+        return {shown_ref(key): _shown_everywhere(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown_everywhere(item) for item in value]
+    return value
 
 
 class PageCursors:
@@ -206,7 +243,7 @@ class RecallMCPServer(MCPServer):
         page = refs[start:end]
         resources = [
             mcp_types.Resource(
-                uri=ref_uri(ref), name=ref, title=docs[ref].name, description=docs[ref].description,
+                uri=ref_uri(ref), name=shown_ref(ref), title=docs[ref].name, description=docs[ref].description,
                 mime_type="text/markdown",
             )
             for ref in page
@@ -224,7 +261,7 @@ class RecallMCPServer(MCPServer):
         text = str(uri)
         if not text.startswith(URI_SCHEME):
             return await super().read_resource(uri, context)
-        ref = "/".join(unquote(part) for part in text[len(URI_SCHEME) :].split("/"))
+        ref = "/".join(unquote(part, errors="surrogateescape") for part in text[len(URI_SCHEME) :].split("/"))
         try:
             content = self.service.read(ref)
         except (MemoryStoreError, ValueError) as exc:

@@ -27,6 +27,7 @@ from typing import Any
 
 from memory_store import read_private
 from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
+from recall_kit_cli._output import json_text
 from recall_kit_cli.integrations._runtime import append_line
 
 _READ_MAX_BYTES = 4 * TRAIL_MAX_BYTES  # a trail file grown past this by someone else is read only to here
@@ -77,7 +78,7 @@ class Trail:
             })
 
     def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps({"t": round(time.time(), 3), **record}, ensure_ascii=False) + "\n"
+        line = json_text({"t": round(time.time(), 3), **record}) + "\n"
         with self._lock:
             if not append_line(self.path, line, rotate_at=TRAIL_MAX_BYTES):
                 self.failures += 1

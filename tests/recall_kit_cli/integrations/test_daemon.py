@@ -238,3 +238,23 @@ def test_hook_uninstall_says_whether_the_daemon_still_runs(env: Env, memories: P
     assert env.run("serve", "--stop").returncode == 0 and started.stop() == 0
     gone = env.run("hook", "uninstall", "claude-code")
     assert gone.returncode == 0 and gone.stdout.decode().splitlines()[-1] == "no daemon runs"
+
+
+def test_a_memory_whose_file_name_is_not_utf8_is_delivered_once_and_kept_exactly(env: Env, daemon: Daemon, tmp_path: Path) -> None:
+    root = tmp_path / "undecodable"
+    root.mkdir()
+    memory = "---\nname: Espresso machine descaling\ndescription: descale the espresso machine with citric acid\ntype: user\n---\nMonthly.\n"
+    (Path(os.fsdecode(bytes(root) + b"/caf\xe9.md"))).write_text(memory)  # a Latin-1 file name
+    begin = {"op": "begin", "session": "u", "roots": [str(root)], "query": "how do I descale the espresso machine with citric acid"}
+    consume = {"op": "consume", "session": "u", "point": "initial"}
+    first = env.request(begin, consume)
+    assert first[1]["ok"] is True
+    ref = first[1]["delivery"]["refs"][0]
+    assert os.fsencode(ref).endswith(b"/caf\xe9.md")  # the byte arrives as its \udce9 escape and maps back
+    assert "Espresso machine descaling" in first[1]["delivery"]["text"]
+    again = env.request(begin, consume)
+    assert again[1]["ok"] is True and again[1]["delivery"] is None  # delivered once in the session
+    state = Path(env.vars["XDG_STATE_HOME"]) / "recall-kit"
+    wait_for(lambda: (state / "surfaced.jsonl").exists(), "the surfaced record")
+    lines = [json.loads(line) for line in (state / "surfaced.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [ref] in [line["refs"] for line in lines]  # kept exactly, so a restarted daemon knows it too

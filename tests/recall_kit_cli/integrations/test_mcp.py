@@ -176,3 +176,26 @@ def test_doctor_gives_the_folders_findings_and_changes_nothing(env: Env, memorie
 
     _drive(env, [memories], body)
     assert tree_state(memories) == before  # read-only: not even a backup or a sidecar folder
+
+
+def test_a_file_name_that_is_not_utf8_is_searched_read_and_listed(env: Env, tmp_path: Path) -> None:
+    root = tmp_path / "latin"
+    root.mkdir()
+    text = "---\nname: Espresso machine descaling\ndescription: descale the espresso machine with citric acid\ntype: user\n---\nMonthly.\n"
+    Path(os.fsdecode(bytes(root) + b"/caf\xe9.md")).write_text(text)
+
+    async def body(session: ClientSession) -> None:
+        result = await session.call_tool("search_memories", {"query": "descale the espresso machine", "limit": 3})
+        assert not result.is_error
+        ref = result.structured_content["result"][0]["ref"]
+        assert ref == "latin/caf\\xe9.md"  # the byte as the CLI shows it
+        error, read = await _call(session, "read_memory", ref=ref)  # ... and taken back in that form
+        assert not error and read == text
+        resources = (await session.list_resources()).resources
+        assert [(r.name, str(r.uri)) for r in resources] == [(ref, "memory://latin/caf%E9.md")]
+        contents = (await session.read_resource(str(resources[0].uri))).contents
+        assert contents[0].text == text
+        error, found = await _call(session, "recall", prompt="how do I descale the espresso machine with citric acid")
+        assert not error and "Espresso machine descaling" in found
+
+    _drive(env, [root], body)
