@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -15,7 +14,7 @@ from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enric
 from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, echo
+from recall_kit_cli._output import clean, echo, echo_json
 
 EXIT_SOME_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C
@@ -219,11 +218,10 @@ def _show_dry_run(
     if as_json:
         payload = {"dry_run": True, "would_enrich": [d.ref for d in todo], "fresh": list(fresh), "own_terms": list(own),
                    "refused": _refused_json(refused), "load_errors": _load_errors(snapshot)}
-        click.echo(json.dumps(payload, ensure_ascii=False))
+        echo_json(payload)
         return
-    for doc in todo:
-        click.echo(f"would enrich  {doc.ref}")
-    click.echo(f"dry run: {len(todo)} to enrich, {len(fresh)} fresh{_own(own)}; no model called")
+    echo(*(f"would enrich  {clean(doc.ref)}" for doc in todo))
+    echo(f"dry run: {len(todo)} to enrich, {len(fresh)} fresh{_own(own)}; no model called")
 
 
 def _show_summary(
@@ -254,14 +252,12 @@ def _show_summary(
             "interrupted": interrupted,
             "load_errors": _load_errors(snapshot),
         }
-        click.echo(json.dumps(payload, ensure_ascii=False))
+        echo_json(payload)
         return
-    for r in enriched:
-        click.echo(f"enriched  {r.ref}: {len(r.keywords)} keywords, {len(r.usage_scenarios)} usage scenarios")
-    for r in failed:
-        click.echo(f"failed    {r.ref}: {r.reason}")
+    echo(*(f"enriched  {clean(r.ref)}: {len(r.keywords)} keywords, {len(r.usage_scenarios)} usage scenarios" for r in enriched))
+    echo(*(f"failed    {clean(r.ref)}: {clean(r.reason)}" for r in failed))
     note = " (interrupted: finished entries were kept)" if interrupted else ""
-    click.echo(f"enriched {len(enriched)}, fresh {len(fresh)}, failed {len(failed)}{_own(own)}{note}")
+    echo(f"enriched {len(enriched)}, fresh {len(fresh)}, failed {len(failed)}{_own(own)}{note}")
 
 
 def _own(own: Sequence[str]) -> str:

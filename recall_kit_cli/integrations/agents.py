@@ -130,7 +130,7 @@ def _user_setting(settings_file: str, *keys: str) -> object:
         return None
     try:
         value: object = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: [[[[...]]]] nested past the interpreter's limit
         return None
     for key in keys:
         if not isinstance(value, dict):

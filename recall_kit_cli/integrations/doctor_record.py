@@ -40,7 +40,7 @@ def read_record(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         return {}
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     folders = value.get("folders") if isinstance(value, dict) else None
     return {str(k): v for k, v in folders.items() if isinstance(v, dict)} if isinstance(folders, dict) else {}

@@ -205,3 +205,25 @@ def test_an_unwritable_sidecar_is_one_line_before_any_model_call(root: Path, ser
     (line,) = result.stderr.splitlines()
     assert line == "recall-kit: mem/.recall-kit: the sidecar folder is not a folder (no model called for the 3 memories of mem)"
     assert file_bytes(root) == before
+
+
+def test_file_names_print_as_visible_escapes_and_json_keeps_their_bytes(tmp_path: Path, server: ScriptedChatServer) -> None:
+    root = tmp_path / "mem"
+    root.mkdir()
+    memory = "---\nname: E\ndescription: espresso descale words\ntype: user\n---\nb\n"
+    (root / "e\x1b[31mred\nFAKE: line.md").write_text(memory)  # an escape code and a forged line in a file name
+    Path(os.fsdecode(bytes(root) + b"/caf\xe9.md")).write_text(memory)  # a byte that is not UTF-8
+    server.default = answer()
+    text = enrich(root, server)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[:2] == [
+        "enriched  mem/caf\\xe9.md: 4 keywords, 1 usage scenarios",
+        "enriched  mem/e\\x1b[31mred\\nFAKE: line.md: 4 keywords, 1 usage scenarios",
+    ] and len(lines) == 3
+    server.default = answer()
+    dry = enrich(root, None, "--dry-run", "--all")
+    assert "\x1b" not in dry.stdout and len(dry.stdout.splitlines()) == 3
+    again = enrich(root, server, "--json", "--all")
+    refs = [os.fsencode(entry["ref"]) for entry in summary(again)["enriched"]]
+    assert refs == [b"mem/caf\xe9.md", b"mem/e\x1b[31mred\nFAKE: line.md"]  # exact, through \udce9

@@ -83,6 +83,8 @@ def test_claude_code_takes_auto_memory_directory_from_the_users_settings_only(ho
     assert _folders(CLAUDE_CODE, home, project) == [("project", str(home / "notes" / "memory"))]
     (home / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": "~/../../etc"}))
     assert _folders(CLAUDE_CODE, home, project)[0][1].startswith(str(home / ".claude" / "projects"))  # refused, as Claude does
+    (home / ".claude" / "settings.json").write_text('{"a":' + "[" * 5000 + "]" * 5000 + "}")  # past the parser's depth
+    assert _folders(CLAUDE_CODE, home, project) == [("project", str(home / ".claude" / "projects" / _key(project) / "memory"))]
 
 
 def test_claude_code_config_dir_moves_the_projects_folder(home: Path, tmp_path: Path) -> None:
