@@ -31,12 +31,21 @@ _FIELD_LABELS = ("Title", "Reference", "Age", "Description")
 _FORGED_FIELD = re.compile(r"^(?=[ \t]*(?:" + "|".join(_FIELD_LABELS) + r"):)", re.MULTILINE | re.IGNORECASE)
 
 
+# Invisible characters that are not format characters (Cf): the combining grapheme joiner, the
+# Hangul fillers, and the variation selectors.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f") | frozenset(
+    map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+)
+_MAX_TAG_SCAN = 256  # characters looked at after a "<": a tag padded with more invisibles is not read as one
+
+
 def _fold(ch: str) -> str:
     """One character as a tag matcher sees it: compatibility forms folded (full-width ＜ and
-    letters, small-form ﹤) and invisible format characters (zero-width space, joiners) dropped."""
+    letters, small-form ﹤) and invisible characters (zero-width space, joiners, the combining
+    grapheme joiner, variation selectors) dropped."""
     if ch.isascii():
         return ch
-    if unicodedata.category(ch) == "Cf":
+    if unicodedata.category(ch) == "Cf" or ch in _INVISIBLE:
         return ""
     folded = unicodedata.normalize("NFKC", ch)
     return folded if len(folded) == 1 else ch
@@ -66,12 +75,23 @@ def neutralize(text: str) -> str:
 
 
 def _tag_at(text: str, i: int) -> bool:
-    """Whether a protected tag opens at ``text[i]`` once folded."""
-    end = i + 1
-    while end < len(text) and (text[end].isspace() or text[end] in "/\uff0f" or unicodedata.category(text[end]) == "Cf"):
-        end += 1
-    window = "".join(_fold(ch) for ch in text[i : end + _LONGEST_TAG + 1])
-    return _TAG_PATTERN.match(window) is not None
+    """Whether a protected tag opens at ``text[i]`` once folded: the "<", then what follows folded
+    until the longest tag and one more character are seen (invisibles fold away, however many pad
+    the name). A "<" whose next ``_MAX_TAG_SCAN`` characters do not get that far counts as one: it
+    is escaped rather than read further (bounded work; "&lt;" reads the same)."""
+    seen: list[str] = []
+    visible = 0
+    for ch in text[i : i + _MAX_TAG_SCAN]:
+        folded = _fold(ch)
+        seen.append(folded)
+        if folded and not (folded.isspace() or folded == "/"):
+            visible += 1
+            if visible > _LONGEST_TAG + 1:  # "<" and the name's letters, and the one after them
+                break
+    else:
+        if i + _MAX_TAG_SCAN < len(text):
+            return True
+    return _TAG_PATTERN.match("".join(seen)) is not None
 
 
 def _unforgeable_body(body: str) -> str:
