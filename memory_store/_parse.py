@@ -263,11 +263,18 @@ def _terms(value: Any, key: str, max_items: int, max_chars: int, problems: list[
     dropped = [
         f"{nested} nested value{'s' if nested != 1 else ''}" if nested else "",
         f"{too_long} over {max_chars} characters" if too_long else "",
-        f"everything past the first {max_items}" if past else "",
+        _past(value, len(terms), max_items, max_chars) if past else "",
     ]
     if any(dropped):
         problems.append(f"'{key}': dropped {', '.join(d for d in dropped if d)}")
     return tuple(terms)
+
+
+def _past(value: object, kept: int, max_items: int, max_chars: int) -> str:
+    # what a cut dropped: the items past the limit, or the rest of a string too long to hold that many
+    if isinstance(value, str) and kept < max_items:
+        return f"everything past its first {max_items * (max_chars + 2):,} characters"
+    return f"everything past the first {max_items}"
 
 
 def _kind(value: object) -> str:

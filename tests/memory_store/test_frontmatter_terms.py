@@ -128,3 +128,10 @@ def test_the_top_level_wins_over_metadata_and_a_bad_metadata_value_is_a_problem_
         parse_memory("---\nname: n\ndescription: d\nmetadata:\n  type: diary\n---\n")
     with pytest.raises(MemoryParseError, match="missing 'type'"):
         parse_memory("---\nname: n\ndescription: d\nmetadata: [type, user]\n---\n")
+
+
+def test_one_string_too_long_to_split_says_it_was_cut_by_length() -> None:
+    doc = parse_memory(f"{HEAD}keywords: {'x' * 250_000}\n---\n", scope="s", path="a.md", max_bytes=1_000_000)
+    assert doc.keywords == ()
+    limit = MAX_FRONTMATTER_KEYWORDS * (MAX_FRONTMATTER_KEYWORD_CHARS + 2)
+    assert doc.problems == (f"'keywords': dropped everything past its first {limit:,} characters",)
