@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -62,7 +63,7 @@ def run_hook(
     paths = runtime_paths(env)
     event = "?"
     try:
-        raw = (stdin or sys.stdin.buffer).read(HOOK_MAX_STDIN_BYTES + 1)
+        raw = _read_input(stdin or sys.stdin.buffer, deadline)
         if len(raw) > HOOK_MAX_STDIN_BYTES:
             raise _HookFailure(f"hook input over {HOOK_MAX_STDIN_BYTES} bytes")
         try:
@@ -82,6 +83,27 @@ def run_hook(
     except Exception as exc:  # recall must never break the agent
         _log(paths, f"{event}: unexpected {type(exc).__name__}: {exc}")
     return 0
+
+
+def _read_input(stream: IO[bytes], deadline: float) -> bytes:
+    """The event's JSON, at most one byte over HOOK_MAX_STDIN_BYTES, read within the hook's budget: an
+    agent that keeps stdin open without finishing its event gets nothing (_HookFailure), never a wait."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's BytesIO): read it whole
+        return stream.read(HOOK_MAX_STDIN_BYTES + 1)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= HOOK_MAX_STDIN_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise _HookFailure(f"hook input not finished within {HOOK_BUDGET_S} s")
+        chunk = os.read(fd, min(1 << 20, HOOK_MAX_STDIN_BYTES + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _log(paths: RuntimePaths, message: str) -> None:

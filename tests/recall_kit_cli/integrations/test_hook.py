@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from integration_support import DEPLOY_PROMPT, Daemon, Env, wait_for
+from integration_support import DEPLOY_PROMPT, RECALL_KIT, Daemon, Env, wait_for
 
 from recall_kit._vocabulary import VOCABULARY_LEAD, WRITING_NOTE
 from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS
@@ -271,3 +271,20 @@ def test_a_warm_hook_call_loads_neither_the_engine_nor_the_store(env: Env, daemo
     )
     result = subprocess.run([sys.executable, "-c", code, event], capture_output=True, text=True, env=env.vars, timeout=30)
     assert result.stdout == "[]\n", result.stderr
+
+
+def test_an_event_never_finished_on_stdin_costs_the_budget_not_a_wait(env: Env, memories: Path) -> None:
+    hook = subprocess.Popen(
+        [RECALL_KIT, "hook", "claude-code", "--root", str(memories)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, env=env.vars, cwd=env.base,
+    )
+    assert hook.stdin is not None
+    hook.stdin.write(b'{"hook_event_name": "UserPromptSubmit",')
+    hook.stdin.flush()  # ... and the writer keeps stdin open
+    try:
+        assert hook.wait(timeout=20) == 0  # it gives up by itself: a wait here would never end
+    finally:
+        hook.stdin.close()
+        hook.kill()
+    assert hook.stdout is not None and hook.stdout.read() == b""
+    assert "hook input not finished within 0.9 s" in env.hook_log.read_text()
