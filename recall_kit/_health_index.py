@@ -99,7 +99,8 @@ def _resolved(target: str, folder: str) -> str | None:
     target = target[1:-1] if target.startswith("<") and target.endswith(">") else target
     if not target or target.startswith("#") or _SCHEME.match(target):
         return None
-    path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+    # a byte that is not UTF-8 stands for itself, as the store names the file (a surrogate escape)
+    path = unquote(target.split("#", 1)[0].split("?", 1)[0], errors="surrogateescape")
     if not path.lower().endswith(".md") or path.startswith("/"):
         return None  # absolute paths are the agent's own business: the checks stay inside the root
     joined = posixpath.normpath(posixpath.join(folder, path))
@@ -261,7 +262,8 @@ def entry_line(doc: MemoryDoc, folder: str) -> str:
     hook = _one_line(doc.description)
     if len(hook) > ENTRY_DESCRIPTION_CHARS:
         hook = hook[: ENTRY_DESCRIPTION_CHARS - 1].rstrip() + "…"
-    target = quote(posixpath.relpath(doc.path, folder or "."), safe="/-_.~")
+    # the file name's own bytes: one that is not UTF-8 (kept as a surrogate escape) is percent-encoded as itself
+    target = quote(posixpath.relpath(doc.path, folder or "."), safe="/-_.~", errors="surrogateescape")
     return f"- [{title}]({target})" + (f" — {hook}" if hook else "")
 
 

@@ -5,6 +5,7 @@ the report (text, counts first; --json), the exit status, that nothing changes w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -144,3 +145,25 @@ def test_memory_text_in_the_report_cannot_drive_the_terminal(sick: Sick) -> None
     result = doctor(sick)
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert "src/gone.py` \\x1b[2J\\x1b]0;owned\\x07 here." in result.stdout
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_its_entry_links_its_own_bytes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = home / "mem"
+    folder.mkdir(parents=True)
+    memory = os.fsencode(folder) + b"/caf\xe9.md"  # Latin-1 é: the store names it caf\udce9.md
+    Path(os.fsdecode(memory)).write_text("---\nname: L\ndescription: a latin-1 file name\ntype: user\n---\nb\n")
+    (folder / "MEMORY.md").write_text("# idx\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_recall_kit("doctor", "--root", "mem", *args, cwd=home, env=home_environ(home))
+
+    text = run()
+    assert text.returncode == 1 and "Traceback" not in text.stderr, text.stderr
+    assert "mem/caf\\xe9.md is not listed in mem/MEMORY.md" in text.stdout  # as `recall-kit list` shows it
+    found = json.loads(run("--json").stdout)["findings"]
+    assert [f["refs"][1] for f in found] == ["mem/caf\udce9.md"]  # as `recall-kit list --json` gives it
+    fixed = run("--fix", "--yes")
+    assert fixed.returncode == 0 and "0 findings left" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert (folder / "MEMORY.md").read_bytes() == "# idx\n- [L](caf%E9.md) — a latin-1 file name\n".encode()
+    assert run().returncode == 0  # the entry it wrote links that very file
