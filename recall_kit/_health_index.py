@@ -31,6 +31,7 @@ _LINK = re.compile(r"\[(?:[^\]\\\n]|\\.)*\]\(\s*(<[^>\n]*>|[^)\s]+)(?:\s+[\"'(][
 _ENTRY = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")  # a list item's marker
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 ENTRY_DESCRIPTION_CHARS = 150  # both agents ask for index lines "under ~150 characters"
+_MARKDOWN_OPENERS = re.compile(r"[\\\[\]<`]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
@@ -256,15 +257,23 @@ def repair_index(root: str, rel: str, data: bytes, findings: Sequence[Finding]) 
 
 def entry_line(doc: MemoryDoc, folder: str) -> str:
     """The index entry for ``doc`` as both agents write one: ``- [Title](path) — hook``, its text on
-    one line (a memory's own characters cannot start a line or close the link) and its path relative
-    to the index's ``folder``, percent-encoded where markdown would break it."""
-    title = _one_line(doc.name).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    one line and markdown-escaped (a memory's own characters cannot start a line, end the title or
+    start a link, an image or a code span) and its path relative to the index's ``folder``,
+    percent-encoded where markdown would break it."""
+    title = _escaped(_one_line(doc.name))
     hook = _one_line(doc.description)
     if len(hook) > ENTRY_DESCRIPTION_CHARS:
         hook = hook[: ENTRY_DESCRIPTION_CHARS - 1].rstrip() + "…"
+    hook = _escaped(hook)
     # the file name's own bytes: one that is not UTF-8 (kept as a surrogate escape) is percent-encoded as itself
     target = quote(posixpath.relpath(doc.path, folder or "."), safe="/-_.~", errors="surrogateescape")
     return f"- [{title}]({target})" + (f" — {hook}" if hook else "")
+
+
+def _escaped(text: str) -> str:
+    """``text`` with a backslash before each character that could end a link's title or start a link,
+    an image (``![``), an autolink or inline HTML (``<``), or a code span that swallows the link."""
+    return _MARKDOWN_OPENERS.sub(r"\\\g<0>", text)
 
 
 def _one_line(text: str) -> str:

@@ -89,3 +89,16 @@ def test_a_memory_is_covered_by_the_nearest_index_above_it(tmp_path: Path) -> No
     (folder / "MEMORY.md").write_text("- [Top](top.md)\n")
     (folder / "team" / "MEMORY.md").write_text("- [Shared](shared.md)\n- [More](./deep/more.md)\n- [Up](../top.md)\n")
     assert check_health(plan(folder), use_cache=False).findings == ()
+
+
+def test_an_appended_entry_escapes_the_description_so_it_cannot_link_show_an_image_or_end_the_title(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "tea.md", "Tea <b> `x", "green tea, see [old notes](gone.md) ![img](http://example.com/a.png) "
+                 "<http://example.com> `code`", "x\n")
+    (folder / "MEMORY.md").write_text("# Index\n")
+    repairs = plan_repairs(check_health(plan(folder), use_cache=False))
+    entry = repairs[0].new.decode("utf-8").split("\n")[1]
+    assert entry == (r"- [Tea \<b> \`x](tea.md) — green tea, see \[old notes\](gone.md) "
+                     r"!\[img\](http://example.com/a.png) \<http://example.com> \`code\`")
+    apply_repair(repairs[0])
+    assert check_health(plan(folder), use_cache=False).findings == ()  # gone.md is no link of the index
