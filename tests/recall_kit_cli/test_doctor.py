@@ -13,6 +13,7 @@ import pytest
 
 from cli_support import assert_one_line_error, clean_environ, run_recall_kit
 from doctor_support import home_environ, DEAD_ENTRY_LINE, TOKEN, Sick, sick_folder, tree_state, write_memory, write_trail
+from recall_kit.testing import CLAUDE_CODE, agent_memory_folder
 
 
 @pytest.fixture
@@ -167,3 +168,29 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_its_entry_links_its_o
     assert fixed.returncode == 0 and "0 findings left" in fixed.stdout, fixed.stdout + fixed.stderr
     assert (folder / "MEMORY.md").read_bytes() == "# idx\n- [L](caf%E9.md) — a latin-1 file name\n".encode()
     assert run().returncode == 0  # the entry it wrote links that very file
+
+
+def test_fix_checks_what_it_wrote_and_an_entry_appended_past_what_the_agent_loads_is_left(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    folder = agent_memory_folder(CLAUDE_CODE, home, project)
+    write_memory(folder, "u/a.md", "Alpha", "Alpha is the first memory of this folder", "a\n", type="user")
+    write_memory(folder, "u/b.md", "Beta", "Beta is the second memory, listed nowhere", "b\n", type="user")
+    index = "# idx\n- [Alpha](u/a.md) — a\n" + "".join(f"note {n}\n" for n in range(1, 251))
+    (folder / "MEMORY.md").write_text(index)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_recall_kit("doctor", *args, cwd=project, env=home_environ(home))
+
+    fixed = run("--fix", "--yes")
+    assert fixed.returncode == 1, fixed.stdout + fixed.stderr
+    assert (folder / "MEMORY.md").read_text() == index + "- [Beta](u/b.md) — Beta is the second memory, listed nowhere\n"
+    assert "found on checking again (1):" in fixed.stdout and "1 finding left" in fixed.stdout
+    assert "memory/u/b.md is listed in memory/MEMORY.md only at line 253, past the 200 lines Claude Code loads" in fixed.stdout
+    (folder / "MEMORY.md").write_text(index)
+    as_json = run("--fix", "--yes", "--json")
+    assert as_json.returncode == 1, as_json.stderr
+    left = json.loads(as_json.stdout)["left"]
+    assert left["counts"]["index_drift"] == 1 and [f["detail"]["problem"] for f in left["findings"]] == ["past_truncation"]
+    assert run().returncode == 1  # what a plain run then finds, --fix said
