@@ -16,6 +16,7 @@ import difflib
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -143,6 +144,7 @@ def index_findings(
     readable = {index.rel: index for index in indexes}
     rels = {doc.path: doc for doc in docs}
     present = set(rels) | set(other_files)
+    files = MemoryRoot(root, label=label)
     covered: dict[str, list[MemoryDoc]] = {}
     for doc in docs:
         nearest = covering_index(doc.path, readable)
@@ -161,8 +163,13 @@ def index_findings(
         mendable = bool(_decoded(index.data)) or not index.data  # only valid UTF-8 is rewritten
         links = index_links(text, index.rel)
         entries = _entry_lines(text)
+        linked: dict[str, list[int]] = {}  # file (relative to the root) -> the lines linking it
         for link in links:
-            if link.rel in present or posixpath.basename(link.rel) == "MEMORY.md":
+            file = _linked_file(files, link.rel, present)
+            if file is not None:
+                linked.setdefault(file, []).append(link.line)
+                continue
+            if posixpath.basename(link.rel) == "MEMORY.md":
                 continue
             fixable = mendable and entries.get(link.line) == 1
             findings.append(Finding(
@@ -174,9 +181,6 @@ def index_findings(
                 detail=MappingProxyType({"problem": "dead_link", "target": link.target}),
             ))
         seen = seen_lines(text, reader) if reader is not None else None
-        linked: dict[str, list[int]] = {}
-        for link in links:
-            linked.setdefault(link.rel, []).append(link.line)
         for doc in sorted(covered.get(index.rel, ()), key=lambda d: d.path):
             lines = linked.get(doc.path)
             where = f"{root}/{doc.path}"
@@ -201,6 +205,16 @@ def index_findings(
                     detail=MappingProxyType({"problem": "past_truncation", "loaded_lines": seen}),
                 ))
     return findings
+
+
+def _linked_file(files: MemoryRoot, rel: str, present: AbstractSet[str]) -> str | None:
+    """The file of ``present`` (paths relative to the root) a link to ``rel`` reaches: itself, or the
+    one it leads to through symlinks inside the root (a symlinked folder, which the store does not
+    enter, is still a way to a memory); None when it reaches none."""
+    if rel in present:
+        return rel
+    target = files.linked_path(rel)
+    return target if target in present else None
 
 
 def _decoded(data: bytes) -> str:

@@ -102,3 +102,22 @@ def test_an_appended_entry_escapes_the_description_so_it_cannot_link_show_an_ima
                      r"!\[img\](http://example.com/a.png) \<http://example.com> \`code\`")
     apply_repair(repairs[0])
     assert check_health(plan(folder), use_cache=False).findings == ()  # gone.md is no link of the index
+
+
+def test_a_link_through_a_symlinked_folder_to_a_memory_is_its_entry_and_only_a_link_to_no_memory_is_dead(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "user/tea.md", "Tea", "Green tea every morning, no sugar", "x\n")
+    (folder / "people").symlink_to("user", target_is_directory=True)
+    outside = tmp_path / "outside"
+    write_memory(outside, "coffee.md", "Coffee", "Coffee after lunch only", "y\n")
+    (folder / "elsewhere").symlink_to(outside, target_is_directory=True)
+    index = "# Index\n- [Tea](people/tea.md) — mine\n- [Gone](people/gone.md)\n- [Coffee](elsewhere/coffee.md)\n"
+    (folder / "MEMORY.md").write_text(index)
+    report = check_health(plan(folder), use_cache=False)
+    drift = [(f.detail["problem"], f.line) for f in report.findings if f.kind == "index_drift"]
+    assert drift == [("dead_link", 3), ("dead_link", 4)]  # tea.md is listed; no line names it unlisted
+    repairs = plan_repairs(report)
+    assert repairs[0].removed_lines == (3, 4) and repairs[0].added == ()
+    assert repairs[0].new.decode("utf-8") == "# Index\n- [Tea](people/tea.md) — mine\n"  # the user's line stays
