@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor_support import write_memory
+from memory_store import MemoryRoot
 from recall_kit.health import (
     HealthPlan,
     HealthRoot,
@@ -121,3 +122,21 @@ def test_a_link_through_a_symlinked_folder_to_a_memory_is_its_entry_and_only_a_l
     repairs = plan_repairs(report)
     assert repairs[0].removed_lines == (3, 4) and repairs[0].added == ()
     assert repairs[0].new.decode("utf-8") == "# Index\n- [Tea](people/tea.md) — mine\n"  # the user's line stays
+
+
+def test_two_indexes_whose_paths_read_alike_keep_their_own_backups_the_last_20_of_each(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    root = MemoryRoot(folder)
+    versions = {rel: [f"{rel} version {n}\n".encode() for n in range(26)] for rel in ("a__b/MEMORY.md", "a/b/MEMORY.md")}
+    for rel, [first, *_] in versions.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(first)
+    for n in range(1, 26):  # within a second or two: the same time stamp, told apart by the attempt
+        for rel, written in versions.items():
+            root.replace_index(rel, written[n], expected=written[n - 1])
+    backups = {path.name: path.read_bytes() for path in (folder / ".recall-kit" / "index-backups").iterdir()}
+    for rel, written in versions.items():
+        mine = {name: data for name, data in backups.items() if data.startswith(rel.encode() + b" ")}
+        assert sorted(mine.values()) == sorted(written[5:25])  # the old bytes of its last 20 writes
+        assert len({name.split(".2")[0] for name in mine}) == 1  # one name per index, its path readable in it
+    assert len(backups) == 40 and {name.split(".2")[0] for name in backups} == {"a%5F%5Fb__MEMORY.md", "a__b__MEMORY.md"}
