@@ -39,7 +39,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 @dataclass(frozen=True, slots=True)
 class IndexFile:
     """One ``MEMORY.md`` below a root: its path relative to the root, and its bytes, or why they
-    were not read (a symlink, not a regular file, too big, unreadable)."""
+    were not read (a symlink, not a regular file, too big, unreadable), worded to follow "it is"."""
 
     rel: str
     data: bytes | None
@@ -88,6 +88,8 @@ def _read_index(folder_fd: int, rel: str, max_bytes: int) -> IndexFile:
         return IndexFile(rel, None, "a symlink: not read (an agent may follow it; recall-kit never does)")
     if not stat.S_ISREG(info.st_mode):
         return IndexFile(rel, None, "not a regular file: not read")
+    if info.st_size > max_bytes:
+        return IndexFile(rel, None, f"{info.st_size:,} bytes, over the {max_bytes:,}-byte limit: not read")
     try:
         fd = os.open(INDEX_FILE_NAME, _READ_FLAGS, dir_fd=folder_fd)
     except OSError as exc:
@@ -99,8 +101,8 @@ def _read_index(folder_fd: int, rel: str, max_bytes: int) -> IndexFile:
         return IndexFile(rel, None, f"unreadable: {exc.strerror}")
     finally:
         os.close(fd)
-    if isinstance(read, tuple):
-        return IndexFile(rel, None, read[1])
+    if isinstance(read, tuple):  # swapped or grown since the stat
+        return IndexFile(rel, None, f"changed while being read ({read[1]}): not read")
     return IndexFile(rel, read)
 
 

@@ -78,7 +78,7 @@ def doctor(ctx: click.Context, roots: tuple[str, ...], as_json: bool, fix: bool,
         try:
             record(report, os.environ)
         except (RecallKitError, OSError) as exc:
-            warn(f"recall-kit: doctor's record for `stats` not kept: {clean(exc)}")
+            warn(f"doctor's record for `stats` not kept: {clean(exc)}")
         return report
 
     report = checked()
@@ -197,7 +197,7 @@ def _fix(report: HealthReport, repairs: list[IndexRepair], yes: bool, checked: C
     for repair in repairs:
         backup, error = _write(repair)
         if error is not None:
-            warn(f"recall-kit: not mended: {clean(error)}")
+            echo(f"recall-kit: not mended: {clean(error)}", err=True)  # a refusal: as docs/security.md shows it
         else:
             written = True
             echo(clean(f"mended {repair.path} (the old one is kept as {backup})"))

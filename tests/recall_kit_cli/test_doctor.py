@@ -194,3 +194,20 @@ def test_fix_checks_what_it_wrote_and_an_entry_appended_past_what_the_agent_load
     left = json.loads(as_json.stdout)["left"]
     assert left["counts"]["index_drift"] == 1 and [f["detail"]["problem"] for f in left["findings"]] == ["past_truncation"]
     assert run().returncode == 1  # what a plain run then finds, --fix said
+
+
+def test_a_refused_write_and_an_oversized_index_are_each_said_in_one_plain_sentence(sick: Sick, tmp_path: Path) -> None:
+    (sick.folder / "sub").mkdir()
+    (sick.folder / "sub" / "MEMORY.md").write_bytes(b"- [a](a.md)\n" * 30_000)  # 360,000 bytes: over 256 KiB
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (sick.folder / ".recall-kit").symlink_to(outside, target_is_directory=True)  # no backup can be kept: refused
+    state = sick.home / ".local" / "state"
+    state.mkdir(parents=True)
+    (state / "recall-kit").symlink_to(outside, target_is_directory=True)  # nor doctor's record
+    result = doctor(sick, "--fix", "--yes")
+    assert "memory/sub/MEMORY.md is 360,000 bytes, over the 262,144-byte limit: not read." in result.stdout
+    refusals = [line for line in result.stderr.splitlines() if "not mended" in line]
+    assert len(refusals) == 1 and refusals[0].startswith("recall-kit: not mended: "), result.stderr
+    assert any(line.startswith("recall-kit: warning: doctor's record for `stats` not kept: ") for line in result.stderr.splitlines())
+    assert "recall-kit: warning: recall-kit:" not in result.stderr and result.returncode == 1
