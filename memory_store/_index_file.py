@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 @dataclass(frozen=True, slots=True)
 class IndexFile:
     """One ``MEMORY.md`` below a root: its path relative to the root, and its bytes, or why they
-    were not read (a symlink, not a regular file, too big, unreadable)."""
+    were not read (a symlink, not a regular file, too big, unreadable), worded to follow "it is"."""
 
     rel: str
     data: bytes | None
@@ -87,6 +88,8 @@ def _read_index(folder_fd: int, rel: str, max_bytes: int) -> IndexFile:
         return IndexFile(rel, None, "a symlink: not read (an agent may follow it; recall-kit never does)")
     if not stat.S_ISREG(info.st_mode):
         return IndexFile(rel, None, "not a regular file: not read")
+    if info.st_size > max_bytes:
+        return IndexFile(rel, None, f"{info.st_size:,} bytes, over the {max_bytes:,}-byte limit: not read")
     try:
         fd = os.open(INDEX_FILE_NAME, _READ_FLAGS, dir_fd=folder_fd)
     except OSError as exc:
@@ -98,8 +101,8 @@ def _read_index(folder_fd: int, rel: str, max_bytes: int) -> IndexFile:
         return IndexFile(rel, None, f"unreadable: {exc.strerror}")
     finally:
         os.close(fd)
-    if isinstance(read, tuple):
-        return IndexFile(rel, None, read[1])
+    if isinstance(read, tuple):  # swapped or grown since the stat
+        return IndexFile(rel, None, f"changed while being read ({read[1]}): not read")
     return IndexFile(rel, read)
 
 
@@ -165,32 +168,49 @@ def _current(folder_fd: int, where: str, uid: int) -> tuple[os.stat_result, byte
     return info, read
 
 
+def _backup_name(rel: str) -> str:
+    """The name an index's backups start with: ``rel`` with each ``/`` as ``__``, and a ``%`` or ``_``
+    of its own percent-encoded, so two indexes never share it (``a__b/MEMORY.md`` is
+    ``a%5F%5Fb__MEMORY.md``, ``a/b/MEMORY.md`` is ``a__b__MEMORY.md``) and it reads back as the path."""
+    return "__".join(part.replace("%", "%25").replace("_", "%5F") for part in rel.split("/"))
+
+
 def _backup(root: Root, sidecar_fd: int, rel: str, data: bytes) -> Path:
-    """``data`` kept as ``.recall-kit/index-backups/<rel, '/' as '__'>.<time>`` (0600), never replacing a file."""
+    """``data`` kept as ``.recall-kit/index-backups/<_backup_name(rel)>.<time>`` (0600), never replacing a file;
+    a second one in the same second takes the next number after the last (``-1``, ``-2``), so names sort by age."""
     with opened_folder(sidecar_fd, [BACKUP_FOLDER], f"{root.label}/{SIDECAR_FOLDER}/{BACKUP_FOLDER}", create=True) as fd:
+        name = _backup_name(rel)
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        base = f"{rel.replace('/', '__')}.{stamp}"
-        for attempt in range(100):
-            name = base if attempt == 0 else f"{base}-{attempt}"
+        taken = [attempt for when, attempt, _entry in _backups(fd, name) if when == stamp]
+        first = max(taken) + 1 if taken else 0
+        for attempt in range(first, first + 100):
+            entry = f"{name}.{stamp}" + (f"-{attempt}" if attempt else "")
             try:
-                write_in_folder(fd, name, data, replace=False, mode=0o600)
+                write_in_folder(fd, entry, data, replace=False, mode=0o600)
             except FileExistsError:
                 continue
             except OSError as exc:
                 raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: {exc.strerror}; nothing written") from None
-            _prune(fd, f"{rel.replace('/', '__')}.")
-            return Path(root.abspath(f"{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{name}"))
+            _prune(fd, name)
+            return Path(root.abspath(f"{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{entry}"))
     raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: too many backups this second")
 
 
-def _prune(folder_fd: int, prefix: str) -> None:
-    """Remove the oldest backups of one index beyond MAX_BACKUPS (their names sort by time)."""
+def _backups(folder_fd: int, name: str) -> list[tuple[str, int, str]]:
+    """The backups of the index whose backups are called ``name``, oldest first: (time stamp, number, file name)."""
+    mine = re.compile(re.escape(name) + r"\.(\d{8}T\d{6})(?:-(\d+))?")
     try:
-        names = sorted(name for name in os.listdir(folder_fd) if name.startswith(prefix))
+        listed = os.listdir(folder_fd)
     except OSError:
-        return
-    for name in names[: max(0, len(names) - MAX_BACKUPS)]:
+        return []
+    return sorted((match.group(1), int(match.group(2) or 0), entry) for entry in listed if (match := mine.fullmatch(entry)))
+
+
+def _prune(folder_fd: int, name: str) -> None:
+    """Remove the oldest backups of the index whose backups are called ``name`` beyond MAX_BACKUPS."""
+    kept = _backups(folder_fd, name)
+    for _stamp, _attempt, entry in kept[: max(0, len(kept) - MAX_BACKUPS)]:
         try:
-            os.unlink(name, dir_fd=folder_fd)
+            os.unlink(entry, dir_fd=folder_fd)
         except OSError:
             pass  # gone meanwhile, or not ours to remove: the next backup tries again

@@ -104,6 +104,15 @@ class MemoryRoot:
                 raise _about(exc, ref, "cannot resolve") from None
         return Path(self._root.abspath(rel))
 
+    def linked_path(self, rel: str) -> str | None:
+        """Where ``rel`` leads through symlinks (a symlinked folder on its way, or the file itself),
+        relative to the root, when that is inside it; None when it leads nowhere, to the root itself or
+        out of it. Only realpath looks through the links: nothing is opened."""
+        try:
+            return link_target(self._root, rel, os.path.realpath(self._root.path))
+        except MemoryStoreError:
+            return None
+
     def read_bytes(self, rel: str) -> bytes:
         """The bytes of the memory file at ``rel``, at most ``max_bytes`` as the scan reads them."""
         ref = self._ref(rel)

@@ -103,6 +103,11 @@ def check_health(
         if not project.complete or not project.text_complete:
             notes.append(f"stale references: {project.top} is larger than doctor reads; symbols and folder-less "
                          "file names it could not see were not judged")
+        if project.not_seen:
+            unseen = sum(project.not_seen.values())
+            why = "; ".join(f"{count:,} {reason}" for reason, count in sorted(project.not_seen.items()))
+            notes.append(f"stale references: {unseen:,} {'entry' if unseen == 1 else 'entries'} of {project.top} "
+                         f"could not be read ({why}); symbols and commands only they could hold were not judged")
     return HealthReport(
         tuple(_unique_sorted(findings)), tuple(checked.values()), tuple(notes), MappingProxyType(dict(elapsed)),
         MappingProxyType(index_texts),

@@ -16,6 +16,7 @@ import difflib
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -31,6 +32,7 @@ _LINK = re.compile(r"\[(?:[^\]\\\n]|\\.)*\]\(\s*(<[^>\n]*>|[^)\s]+)(?:\s+[\"'(][
 _ENTRY = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")  # a list item's marker
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 ENTRY_DESCRIPTION_CHARS = 150  # both agents ask for index lines "under ~150 characters"
+_MARKDOWN_OPENERS = re.compile(r"[\\\[\]<`]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
@@ -99,7 +101,8 @@ def _resolved(target: str, folder: str) -> str | None:
     target = target[1:-1] if target.startswith("<") and target.endswith(">") else target
     if not target or target.startswith("#") or _SCHEME.match(target):
         return None
-    path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+    # a byte that is not UTF-8 stands for itself, as the store names the file (a surrogate escape)
+    path = unquote(target.split("#", 1)[0].split("?", 1)[0], errors="surrogateescape")
     if not path.lower().endswith(".md") or path.startswith("/"):
         return None  # absolute paths are the agent's own business: the checks stay inside the root
     joined = posixpath.normpath(posixpath.join(folder, path))
@@ -141,6 +144,7 @@ def index_findings(
     readable = {index.rel: index for index in indexes}
     rels = {doc.path: doc for doc in docs}
     present = set(rels) | set(other_files)
+    files = MemoryRoot(root, label=label)
     covered: dict[str, list[MemoryDoc]] = {}
     for doc in docs:
         nearest = covering_index(doc.path, readable)
@@ -159,8 +163,13 @@ def index_findings(
         mendable = bool(_decoded(index.data)) or not index.data  # only valid UTF-8 is rewritten
         links = index_links(text, index.rel)
         entries = _entry_lines(text)
+        linked: dict[str, list[int]] = {}  # file (relative to the root) -> the lines linking it
         for link in links:
-            if link.rel in present or posixpath.basename(link.rel) == "MEMORY.md":
+            file = _linked_file(files, link.rel, present)
+            if file is not None:
+                linked.setdefault(file, []).append(link.line)
+                continue
+            if posixpath.basename(link.rel) == "MEMORY.md":
                 continue
             fixable = mendable and entries.get(link.line) == 1
             findings.append(Finding(
@@ -172,9 +181,6 @@ def index_findings(
                 detail=MappingProxyType({"problem": "dead_link", "target": link.target}),
             ))
         seen = seen_lines(text, reader) if reader is not None else None
-        linked: dict[str, list[int]] = {}
-        for link in links:
-            linked.setdefault(link.rel, []).append(link.line)
         for doc in sorted(covered.get(index.rel, ()), key=lambda d: d.path):
             lines = linked.get(doc.path)
             where = f"{root}/{doc.path}"
@@ -199,6 +205,16 @@ def index_findings(
                     detail=MappingProxyType({"problem": "past_truncation", "loaded_lines": seen}),
                 ))
     return findings
+
+
+def _linked_file(files: MemoryRoot, rel: str, present: AbstractSet[str]) -> str | None:
+    """The file of ``present`` (paths relative to the root) a link to ``rel`` reaches: itself, or the
+    one it leads to through symlinks inside the root (a symlinked folder, which the store does not
+    enter, is still a way to a memory); None when it reaches none."""
+    if rel in present:
+        return rel
+    target = files.linked_path(rel)
+    return target if target in present else None
 
 
 def _decoded(data: bytes) -> str:
@@ -255,14 +271,23 @@ def repair_index(root: str, rel: str, data: bytes, findings: Sequence[Finding]) 
 
 def entry_line(doc: MemoryDoc, folder: str) -> str:
     """The index entry for ``doc`` as both agents write one: ``- [Title](path) — hook``, its text on
-    one line (a memory's own characters cannot start a line or close the link) and its path relative
-    to the index's ``folder``, percent-encoded where markdown would break it."""
-    title = _one_line(doc.name).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    one line and markdown-escaped (a memory's own characters cannot start a line, end the title or
+    start a link, an image or a code span) and its path relative to the index's ``folder``,
+    percent-encoded where markdown would break it."""
+    title = _escaped(_one_line(doc.name))
     hook = _one_line(doc.description)
     if len(hook) > ENTRY_DESCRIPTION_CHARS:
         hook = hook[: ENTRY_DESCRIPTION_CHARS - 1].rstrip() + "…"
-    target = quote(posixpath.relpath(doc.path, folder or "."), safe="/-_.~")
+    hook = _escaped(hook)
+    # the file name's own bytes: one that is not UTF-8 (kept as a surrogate escape) is percent-encoded as itself
+    target = quote(posixpath.relpath(doc.path, folder or "."), safe="/-_.~", errors="surrogateescape")
     return f"- [{title}]({target})" + (f" — {hook}" if hook else "")
+
+
+def _escaped(text: str) -> str:
+    """``text`` with a backslash before each character that could end a link's title or start a link,
+    an image (``![``), an autolink or inline HTML (``<``), or a code span that swallows the link."""
+    return _MARKDOWN_OPENERS.sub(r"\\\g<0>", text)
 
 
 def _one_line(text: str) -> str:

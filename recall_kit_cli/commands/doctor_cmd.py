@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -65,14 +66,23 @@ def doctor(ctx: click.Context, roots: tuple[str, ...], as_json: bool, fix: bool,
     try:
         planned = doctor_plan(os.getcwd(), os.environ, given=given or (), configured=configured)
         history, trail_note = recall_history(os.environ)
-        report = check_health(planned.plan, history=history, cache_dir=settings.cache_dir.value)
     except RecallKitError as exc:
         raise InputError(str(exc)) from None
+
+    def checked() -> HealthReport:
+        """A check of the planned folders, kept for `stats` and `hook status`."""
+        try:
+            report = check_health(planned.plan, history=history, cache_dir=settings.cache_dir.value)
+        except RecallKitError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            record(report, os.environ)
+        except (RecallKitError, OSError) as exc:
+            warn(f"doctor's record for `stats` not kept: {clean(exc)}")
+        return report
+
+    report = checked()
     notes = [*planned.notes, *([trail_note] if trail_note else []), *report.notes]
-    try:
-        record(report, os.environ)
-    except (RecallKitError, OSError) as exc:
-        warn(f"recall-kit: doctor's record for `stats` not kept: {clean(exc)}")
     review = _model_review(report, selector) if model_check else None
     repairs = plan_repairs(report) if fix else []
     if as_json:
@@ -80,17 +90,20 @@ def doctor(ctx: click.Context, roots: tuple[str, ...], as_json: bool, fix: bool,
         payload["notes"] = notes
         if review is not None:
             payload["model_check"] = _review_json(review)
+        left = report
         if fix:
             payload["fix"] = [_repair_json(r, *(_write(r) if yes else (None, "not written: --json writes only with --yes")))
                               for r in repairs]
+            if any(written["written"] for written in payload["fix"]):
+                left = checked()  # what it wrote is judged as any index is
+            payload["left"] = {"counts": left.counts(), "findings": [f.to_json() for f in left.findings]}
         echo_json(payload)
-        left = _left(report, payload.get("fix", []))
     else:
         _print_report(report, notes)
         if review is not None:
             _print_review(review)
-        left = _fix(report, repairs, yes) if fix else len(report.findings)
-    if left:
+        left = _fix(report, repairs, yes, checked) if fix else report
+    if left.findings:
         ctx.exit(1)
 
 
@@ -163,33 +176,44 @@ def _review_json(review: ModelReview) -> dict[str, Any]:
 # --- the repair -----------------------------------------------------------------------------------
 
 
-def _fix(report: HealthReport, repairs: list[IndexRepair], yes: bool) -> int:
-    """Show each repair's diff, ask (or take --yes), write; how many findings are left."""
+def _fix(report: HealthReport, repairs: list[IndexRepair], yes: bool, checked: Callable[[], HealthReport]) -> HealthReport:
+    """Show each repair's diff, ask (or take --yes), write, then check again: the findings left,
+    those in what it wrote among them."""
     fixable = sum(1 for f in report.findings if f.fixable)
     if not repairs:
         echo("", f"--fix: nothing to mend ({fixable} fixable findings; only MEMORY.md's dead links and missing entries are mended)")
-        return len(report.findings)
+        return report
     echo("", f"--fix would change {len(repairs)} index file{'s' if len(repairs) != 1 else ''}:")
     for repair in repairs:
         echo(*(clean(line) for line in repair.diff()))
     if not yes:
         if not sys.stdin.isatty():
             echo("nothing written: not asked on a terminal (pass --yes to write without asking)")
-            return len(report.findings)
+            return report
         if not click.confirm(f"Write {'these changes' if len(repairs) > 1 else 'this change'}?", default=False):
             echo("nothing written")
-            return len(report.findings)
-    written = []
+            return report
+    written = False
     for repair in repairs:
         backup, error = _write(repair)
         if error is not None:
-            warn(f"recall-kit: not mended: {clean(error)}")
+            echo(f"recall-kit: not mended: {clean(error)}", err=True)  # a refusal: as docs/security.md shows it
         else:
-            written.append(repair.path)
+            written = True
             echo(clean(f"mended {repair.path} (the old one is kept as {backup})"))
-    left = [f for f in report.findings if not (f.fixable and f.files and f.files[0] in written)]
-    echo(f"{len(left)} finding{'s' if len(left) != 1 else ''} left")
-    return len(left)
+    left = checked() if written else report
+    before = {_identity(f) for f in report.findings}
+    new = [f for f in left.findings if _identity(f) not in before]
+    if new:
+        echo("", f"found on checking again ({len(new)}):")
+        for finding in new:
+            echo(*_finding_lines(finding))
+    echo(f"{len(left.findings)} finding{'s' if len(left.findings) != 1 else ''} left")
+    return left
+
+
+def _identity(finding: Finding) -> tuple[object, ...]:
+    return finding.kind, finding.files, finding.line, finding.message
 
 
 def _write(repair: IndexRepair) -> tuple[str | None, str | None]:
@@ -205,9 +229,3 @@ def _repair_json(repair: IndexRepair, backup: str | None, error: str | None) -> 
         "path": repair.path, "removed_lines": list(repair.removed_lines), "added": list(repair.added),
         "diff": repair.diff(), "written": backup is not None, "backup": backup, "error": error,
     }
-
-
-def _left(report: HealthReport, fixes: list[dict[str, Any]]) -> int:
-    written = {fix["path"] for fix in fixes if fix["written"]}
-    return sum(1 for f in report.findings if not (f.fixable and f.files and f.files[0] in written))
-

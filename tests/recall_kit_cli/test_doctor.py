@@ -5,6 +5,7 @@ the report (text, counts first; --json), the exit status, that nothing changes w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from cli_support import assert_one_line_error, clean_environ, run_recall_kit
 from doctor_support import home_environ, DEAD_ENTRY_LINE, TOKEN, Sick, sick_folder, tree_state, write_memory, write_trail
+from recall_kit.testing import CLAUDE_CODE, agent_memory_folder
 
 
 @pytest.fixture
@@ -144,3 +146,68 @@ def test_memory_text_in_the_report_cannot_drive_the_terminal(sick: Sick) -> None
     result = doctor(sick)
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert "src/gone.py` \\x1b[2J\\x1b]0;owned\\x07 here." in result.stdout
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_its_entry_links_its_own_bytes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = home / "mem"
+    folder.mkdir(parents=True)
+    memory = os.fsencode(folder) + b"/caf\xe9.md"  # Latin-1 é: the store names it caf\udce9.md
+    Path(os.fsdecode(memory)).write_text("---\nname: L\ndescription: a latin-1 file name\ntype: user\n---\nb\n")
+    (folder / "MEMORY.md").write_text("# idx\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_recall_kit("doctor", "--root", "mem", *args, cwd=home, env=home_environ(home))
+
+    text = run()
+    assert text.returncode == 1 and "Traceback" not in text.stderr, text.stderr
+    assert "mem/caf\\xe9.md is not listed in mem/MEMORY.md" in text.stdout  # as `recall-kit list` shows it
+    found = json.loads(run("--json").stdout)["findings"]
+    assert [f["refs"][1] for f in found] == ["mem/caf\udce9.md"]  # as `recall-kit list --json` gives it
+    fixed = run("--fix", "--yes")
+    assert fixed.returncode == 0 and "0 findings left" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert (folder / "MEMORY.md").read_bytes() == "# idx\n- [L](caf%E9.md) — a latin-1 file name\n".encode()
+    assert run().returncode == 0  # the entry it wrote links that very file
+
+
+def test_fix_checks_what_it_wrote_and_an_entry_appended_past_what_the_agent_loads_is_left(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    folder = agent_memory_folder(CLAUDE_CODE, home, project)
+    write_memory(folder, "u/a.md", "Alpha", "Alpha is the first memory of this folder", "a\n", type="user")
+    write_memory(folder, "u/b.md", "Beta", "Beta is the second memory, listed nowhere", "b\n", type="user")
+    index = "# idx\n- [Alpha](u/a.md) — a\n" + "".join(f"note {n}\n" for n in range(1, 251))
+    (folder / "MEMORY.md").write_text(index)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_recall_kit("doctor", *args, cwd=project, env=home_environ(home))
+
+    fixed = run("--fix", "--yes")
+    assert fixed.returncode == 1, fixed.stdout + fixed.stderr
+    assert (folder / "MEMORY.md").read_text() == index + "- [Beta](u/b.md) — Beta is the second memory, listed nowhere\n"
+    assert "found on checking again (1):" in fixed.stdout and "1 finding left" in fixed.stdout
+    assert "memory/u/b.md is listed in memory/MEMORY.md only at line 253, past the 200 lines Claude Code loads" in fixed.stdout
+    (folder / "MEMORY.md").write_text(index)
+    as_json = run("--fix", "--yes", "--json")
+    assert as_json.returncode == 1, as_json.stderr
+    left = json.loads(as_json.stdout)["left"]
+    assert left["counts"]["index_drift"] == 1 and [f["detail"]["problem"] for f in left["findings"]] == ["past_truncation"]
+    assert run().returncode == 1  # what a plain run then finds, --fix said
+
+
+def test_a_refused_write_and_an_oversized_index_are_each_said_in_one_plain_sentence(sick: Sick, tmp_path: Path) -> None:
+    (sick.folder / "sub").mkdir()
+    (sick.folder / "sub" / "MEMORY.md").write_bytes(b"- [a](a.md)\n" * 30_000)  # 360,000 bytes: over 256 KiB
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (sick.folder / ".recall-kit").symlink_to(outside, target_is_directory=True)  # no backup can be kept: refused
+    state = sick.home / ".local" / "state"
+    state.mkdir(parents=True)
+    (state / "recall-kit").symlink_to(outside, target_is_directory=True)  # nor doctor's record
+    result = doctor(sick, "--fix", "--yes")
+    assert "memory/sub/MEMORY.md is 360,000 bytes, over the 262,144-byte limit: not read." in result.stdout
+    refusals = [line for line in result.stderr.splitlines() if "not mended" in line]
+    assert len(refusals) == 1 and refusals[0].startswith("recall-kit: not mended: "), result.stderr
+    assert any(line.startswith("recall-kit: warning: doctor's record for `stats` not kept: ") for line in result.stderr.splitlines())
+    assert "recall-kit: warning: recall-kit:" not in result.stderr and result.returncode == 1

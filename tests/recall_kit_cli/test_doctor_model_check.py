@@ -4,6 +4,7 @@ near-duplicate group, the proposal shown as a diff, and nothing ever written, wh
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -81,3 +82,16 @@ def test_an_untrusted_project_files_model_gets_nothing(tmp_path: Path) -> None:
         result = run_recall_kit("doctor", "--model-check", cwd=sick.project, env=home_environ(sick.home))
         assert result.returncode == 2 and "--model-check needs the selector model" in result.stderr
         assert "config trust" in result.stderr and server.requests == []
+
+
+def test_a_memory_whose_file_name_is_not_utf8_is_shown_to_the_model_as_the_cli_shows_it(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    twin = sick.folder / "fly-deploys-from-main.md"
+    twin.rename(os.fsdecode(os.fsencode(sick.folder) + b"/fly-d\xe9ploys.md"))  # Latin-1 é in its name
+    with ScriptedChatServer(default=Reply.content(json.dumps(MERGED))) as server:
+        result = doctor(sick, server, "--json")
+        assert len(server.requests) == 1
+        asked = server.requests[0].body["messages"][1]["content"]
+    proposal = json.loads(result.stdout)["model_check"]["proposals"][0]
+    assert proposal["failure"] is None and proposal["refs"] == ["memory/deploy-fly.md", "memory/fly-d\udce9ploys.md"]
+    assert "### Memory 2: memory/fly-d\\xe9ploys.md (modified" in asked

@@ -189,3 +189,27 @@ def test_the_screen_of_a_large_set_finds_what_running_every_memory_finds(tmp_pat
     screened = check(sick, exact_max=0)
     assert every and {f.files[0] for f in of_kind(screened, "unreachable")} == every
     assert any("a screen found at risk" in note for note in screened.notes)
+
+
+def test_a_name_only_in_a_file_over_a_mebibyte_is_found_and_one_behind_a_fifo_is_not_judged(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    (sick.project / "src" / "generated.py").write_text("x = 1\n" * 200_000 + "def only_in_generated():\n    pass\n")
+    (sick.project / "assets.bin").write_bytes(b"\0" * (2 << 20))  # binary: holds no name, is no reason not to judge
+    write_memory(sick.folder, "gen.md", "Generated code", "What the code generator writes for the loader",
+                 "`only_in_generated` is written by the generator; `never_written_anywhere` was dropped.\n")
+
+    def stale(report: HealthReport) -> set[str]:
+        return {f.detail["reference"] for f in of_kind(report, "stale_reference") if f.files[0].endswith("gen.md")}
+
+    report = check(sick)
+    assert stale(report) == {"never_written_anywhere"}  # the large file was read for the name it alone holds
+    assert not any("could not be read" in note for note in report.notes)
+    os.mkfifo(sick.project / "src" / "pipe.py")
+    (sick.project / "Makefile").unlink()
+    os.mkfifo(sick.project / "Makefile")
+    report = check(sick)
+    assert stale(report) == set()  # a FIFO could be where the name lives: not judged
+    assert ("command", "release") not in {(f.detail["what"], f.detail["reference"]) for f in of_kind(report, "stale_reference")}
+    assert [note for note in report.notes if "could not be read" in note] == [
+        f"stale references: 2 entries of {sick.project} could not be read (2 FIFO, socket or device); "
+        "symbols and commands only they could hold were not judged"]

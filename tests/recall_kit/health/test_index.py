@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor_support import write_memory
+from memory_store import MemoryRoot
 from recall_kit.health import (
     HealthPlan,
     HealthRoot,
@@ -89,3 +90,53 @@ def test_a_memory_is_covered_by_the_nearest_index_above_it(tmp_path: Path) -> No
     (folder / "MEMORY.md").write_text("- [Top](top.md)\n")
     (folder / "team" / "MEMORY.md").write_text("- [Shared](shared.md)\n- [More](./deep/more.md)\n- [Up](../top.md)\n")
     assert check_health(plan(folder), use_cache=False).findings == ()
+
+
+def test_an_appended_entry_escapes_the_description_so_it_cannot_link_show_an_image_or_end_the_title(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "tea.md", "Tea <b> `x", "green tea, see [old notes](gone.md) ![img](http://example.com/a.png) "
+                 "<http://example.com> `code`", "x\n")
+    (folder / "MEMORY.md").write_text("# Index\n")
+    repairs = plan_repairs(check_health(plan(folder), use_cache=False))
+    entry = repairs[0].new.decode("utf-8").split("\n")[1]
+    assert entry == (r"- [Tea \<b> \`x](tea.md) — green tea, see \[old notes\](gone.md) "
+                     r"!\[img\](http://example.com/a.png) \<http://example.com> \`code\`")
+    apply_repair(repairs[0])
+    assert check_health(plan(folder), use_cache=False).findings == ()  # gone.md is no link of the index
+
+
+def test_a_link_through_a_symlinked_folder_to_a_memory_is_its_entry_and_only_a_link_to_no_memory_is_dead(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "memory"
+    write_memory(folder, "user/tea.md", "Tea", "Green tea every morning, no sugar", "x\n")
+    (folder / "people").symlink_to("user", target_is_directory=True)
+    outside = tmp_path / "outside"
+    write_memory(outside, "coffee.md", "Coffee", "Coffee after lunch only", "y\n")
+    (folder / "elsewhere").symlink_to(outside, target_is_directory=True)
+    index = "# Index\n- [Tea](people/tea.md) — mine\n- [Gone](people/gone.md)\n- [Coffee](elsewhere/coffee.md)\n"
+    (folder / "MEMORY.md").write_text(index)
+    report = check_health(plan(folder), use_cache=False)
+    drift = [(f.detail["problem"], f.line) for f in report.findings if f.kind == "index_drift"]
+    assert drift == [("dead_link", 3), ("dead_link", 4)]  # tea.md is listed; no line names it unlisted
+    repairs = plan_repairs(report)
+    assert repairs[0].removed_lines == (3, 4) and repairs[0].added == ()
+    assert repairs[0].new.decode("utf-8") == "# Index\n- [Tea](people/tea.md) — mine\n"  # the user's line stays
+
+
+def test_two_indexes_whose_paths_read_alike_keep_their_own_backups_the_last_20_of_each(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    root = MemoryRoot(folder)
+    versions = {rel: [f"{rel} version {n}\n".encode() for n in range(26)] for rel in ("a__b/MEMORY.md", "a/b/MEMORY.md")}
+    for rel, [first, *_] in versions.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(first)
+    for n in range(1, 26):  # within a second or two: the same time stamp, told apart by the attempt
+        for rel, written in versions.items():
+            root.replace_index(rel, written[n], expected=written[n - 1])
+    backups = {path.name: path.read_bytes() for path in (folder / ".recall-kit" / "index-backups").iterdir()}
+    for rel, written in versions.items():
+        mine = {name: data for name, data in backups.items() if data.startswith(rel.encode() + b" ")}
+        assert sorted(mine.values()) == sorted(written[5:25])  # the old bytes of its last 20 writes
+        assert len({name.split(".2")[0] for name in mine}) == 1  # one name per index, its path readable in it
+    assert len(backups) == 40 and {name.split(".2")[0] for name in backups} == {"a%5F%5Fb__MEMORY.md", "a__b__MEMORY.md"}
