@@ -197,5 +197,9 @@ def test_a_file_name_that_is_not_utf8_is_searched_read_and_listed(env: Env, tmp_
         assert contents[0].text == text
         error, found = await _call(session, "recall", prompt="how do I descale the espresso machine with citric acid")
         assert not error and "Espresso machine descaling" in found
+        result = await session.call_tool("doctor", {})
+        assert not result.is_error
+        assert "caf\\\\xe9.md" in json.dumps(result.structured_content)  # named as the CLI shows it, \\xe9
 
+    (root / "MEMORY.md").write_text("# Index\n")  # doctor's index check then names the file too
     _drive(env, [root], body)
