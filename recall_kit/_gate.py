@@ -165,15 +165,19 @@ class Evidence:
         cjk_unknown_weight: float,
         enrichment_credit: float = 1.0,
         enrichment_vocabulary_weight: float = 1.0,
+        text_only: bool = False,
     ) -> float:
         """Share of the query's idf mass this document matches; a word matched only in enrichment words,
-        and in no keyword or usage scenario the query matches whole or in two words, counts ``enrichment_credit``.
+        and in no keyword or usage scenario the query matches whole or in two words, counts ``enrichment_credit``
+        (nothing with ``text_only``: the memory's own text alone, see ``leans_on_enrichment``).
         A word that only keywords or usage scenarios hold, in any document, weighs ``enrichment_vocabulary_weight``
         (``unknown_weight``: as unknown, as it is where nothing is enriched)."""
         total = matched = 0.0
         for slot in self.slots:
             mass = slot.weighed(unknown_weight, generic_weight, cjk_unknown_weight, enrichment_vocabulary_weight)
             total += mass
+            if slot.enrichment_only and text_only:
+                continue
             lone = slot.enrichment_only and not slot.in_entry
             matched += slot.credit * mass * (enrichment_credit if lone else 1.0)
         return matched / total if total else 0.0
@@ -185,15 +189,11 @@ class Evidence:
             return self
         return Evidence(tuple(replace(slot, credit=0.0) if slot.enrichment_only else slot for slot in self.slots))
 
-    def own_text(self) -> Evidence:
-        """This evidence as the memory's name, description and body (and learned words) alone show it: no
-        credit for a word matched only in keywords or usage scenarios, no head match through them."""
-        return Evidence(tuple(
-            replace(slot, credit=0.0) if slot.enrichment_only
-            else replace(slot, in_head=slot.in_core or slot.learned_only) if slot.in_head
-            else slot
-            for slot in self.slots
-        ))
+    def leans_on_enrichment(self) -> bool:
+        """Whether a keyword or usage scenario matched: some word is matched only in them, or in the head
+        only through them. Without one, the figures with ``text_only`` (the memory's name, description,
+        body and learned words alone) are the figures."""
+        return any(_through_enrichment(slot) for slot in self.slots)
 
     def unmatched(
         self, unknown_weight: float, generic_weight: float, cjk_unknown_weight: float, enrichment_vocabulary_weight: float
@@ -209,26 +209,40 @@ class Evidence:
                 known += mass if slot.known else 0.0
         return (missed / total, known / total) if total else (0.0, 0.0)
 
-    def specific_terms(self) -> float:
-        """Non-generic query words matched (a CJK run's bigrams count as the words they can hold)."""
-        return sum(slot.words for slot in self.slots if slot.credit and not slot.generic)
+    def specific_terms(self, text_only: bool = False) -> float:
+        """Non-generic query words matched (a CJK run's bigrams count as the words they can hold); with
+        ``text_only``, none matched only in keywords or usage scenarios."""
+        return sum(
+            slot.words for slot in self.slots
+            if slot.credit and not slot.generic and not (text_only and slot.enrichment_only)
+        )
 
-    def head_terms(self, enrichment_credit: float = 1.0, learned_credit: float = 1.0) -> float:
+    def head_terms(self, enrichment_credit: float = 1.0, learned_credit: float = 1.0, text_only: bool = False) -> float:
         """Non-generic query words matched in a head field; one matched only in enrichment words (keywords,
-        usage scenarios) or only in learned words counts ``enrichment_credit`` (``learned_credit``)."""
+        usage scenarios) or only in learned words counts ``enrichment_credit`` (``learned_credit``); with
+        ``text_only``, none matched in the head only through keywords or usage scenarios."""
         return sum(
             slot.words * (1.0 if slot.in_core else learned_credit if slot.learned_only else enrichment_credit)
             for slot in self.slots
-            if slot.credit and slot.in_head and not slot.generic
+            if slot.credit and slot.in_head and not slot.generic and not (text_only and _through_enrichment(slot))
         )
 
     def core_terms(self) -> int:
         """Non-generic query words matched in the memory's name or description."""
         return sum(1 for slot in self.slots if slot.credit and slot.in_core and not slot.generic)
 
-    def phrase_terms(self) -> int:
-        """Non-generic query words matched as part of a body phrase (adjacent, as in the query)."""
-        return sum(1 for slot in self.slots if slot.credit and slot.in_phrase and not slot.generic)
+    def phrase_terms(self, text_only: bool = False) -> int:
+        """Non-generic query words matched as part of a body phrase (adjacent, as in the query); with
+        ``text_only``, none matched only in keywords or usage scenarios."""
+        return sum(
+            1 for slot in self.slots
+            if slot.credit and slot.in_phrase and not slot.generic and not (text_only and slot.enrichment_only)
+        )
+
+
+def _through_enrichment(slot: SlotMatch) -> bool:
+    # matched only in keywords or usage scenarios, or in the head only through them
+    return slot.enrichment_only or (slot.in_head and not (slot.in_core or slot.learned_only))
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +272,7 @@ class GateFeatures(Generic[Figure]):
     own_coverage: Figure
     own_head_terms: Figure
     own_phrase_terms: Figure
-    # the same four on the memory's own text alone, without its keywords and usage scenarios (Evidence.own_text)
+    # the same four on the memory's own text alone, without its keywords and usage scenarios (text_only)
     text_specific_terms: Figure
     text_coverage: Figure
     text_head_terms: Figure
@@ -275,9 +289,10 @@ class GateFeatures(Generic[Figure]):
         return self._first_four(self.text_specific_terms, self.text_coverage, self.text_head_terms, self.text_phrase_terms)
 
     def _first_four(self, *four: Figure) -> GateFeatures[Figure]:
-        return GateFeatures(*four, *(getattr(self, field.name) for field in fields(self)[4:]))
+        return GateFeatures(*four, *(getattr(self, name) for name in _AFTER_FIRST_FOUR))
 
 
+_AFTER_FIRST_FOUR = tuple(field.name for field in fields(GateFeatures))[4:]
 FEATURE_COUNT = 14  # GateFeatures' figures, in order
 NO_DOCUMENT: GateFeatures[float] = GateFeatures(*[0.0] * FEATURE_COUNT)  # the figures of a place nothing was ranked in
 
@@ -288,27 +303,32 @@ def gate_features(evidence: Evidence, weights: FeatureWeights) -> GateFeatures[f
     The one place they are worked out: ``GateSettings.select`` and ``explain`` read a document through
     it, and so does the grid search that chose the gate's constants (bench/bench_heuristic.py).
     """
+    whole = _figures_of(evidence, weights)
     own = evidence.without_lone_entry()
     unmatched = evidence.unmatched(
         weights.unknown_weight, weights.generic_weight, weights.cjk_unknown_weight, weights.enrichment_vocabulary_weight
     )
-    return GateFeatures(
-        *_figures_of(evidence, weights), *_figures_of(own, weights), *_figures_of(evidence.own_text(), weights), *unmatched
+    return GateFeatures(  # figures that cannot differ from the whole ones are not worked out again
+        *whole,
+        *(whole if own is evidence else _figures_of(own, weights)),
+        *(_figures_of(evidence, weights, text_only=True) if evidence.leans_on_enrichment() else whole),
+        *unmatched,
     )
 
 
-def _figures_of(evidence: Evidence, weights: FeatureWeights) -> tuple[float, float, float, float]:
+def _figures_of(evidence: Evidence, weights: FeatureWeights, text_only: bool = False) -> tuple[float, float, float, float]:
     return (
-        evidence.specific_terms(),
+        evidence.specific_terms(text_only),
         evidence.coverage(
             weights.unknown_weight,
             weights.generic_weight,
             weights.cjk_unknown_weight,
             weights.enrichment_coverage_credit,
             weights.enrichment_vocabulary_weight,
+            text_only,
         ),
-        evidence.head_terms(weights.enrichment_head_credit, weights.learned_head_credit),
-        float(evidence.phrase_terms()),
+        evidence.head_terms(weights.enrichment_head_credit, weights.learned_head_credit, text_only),
+        float(evidence.phrase_terms(text_only)),
     )
 
 
