@@ -157,13 +157,12 @@ def ref_uri(ref: str) -> str:
     return URI_SCHEME + "/".join(quote(part, safe="", errors="surrogateescape") for part in ref.split("/"))
 
 
-_UNDECODABLE = re.compile("[\udc80-\udcff]")  # the surrogate escapes of bytes 0x80-0xff
 _SHOWN_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 
 def shown_ref(ref: str) -> str:
     """``ref`` with each byte that was not UTF-8 as ``\\xNN``, as the CLI shows it: text JSON can carry."""
-    return _UNDECODABLE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", ref)
+    return ref.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def given_ref(text: str) -> str:
