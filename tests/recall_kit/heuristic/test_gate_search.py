@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -96,3 +97,25 @@ def test_the_gate_search_agrees_with_the_fast_stage_on_a_store_that_has_learned(
         expected = [[scored.doc.ref for scored in fast.recall(query.query).docs] for query in learned.queries]
         assert [_selected(gate, case) for case in cases] == expected
         assert bench_heuristic.delivered_refs(table, gate) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--frontir"], "unknown option --frontir"),
+        (["--frontier", "coding-memories-3"], "--frontier takes a variant, not coding-memories-3"),
+    ],
+)
+def test_a_mistyped_option_is_one_line_not_a_search(args: list[str], says: str) -> None:
+    # an option the script does not know used to start the whole 25-minute search
+    done = subprocess.run([sys.executable, str(BENCH / "bench_heuristic.py"), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and says in done.stderr
+    assert not done.stdout
+
+
+def test_help_prints_the_usage_and_searches_nothing() -> None:
+    done = subprocess.run([sys.executable, str(BENCH / "bench_heuristic.py"), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    assert done.stdout.startswith("Choosing the confidence gate") and "--frontier [VARIANT]" in done.stdout
+    assert "fold 0:" not in done.stdout  # what the search prints first
