@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from memory_store._format import new_memory_path as new_memory_path
     from memory_store._root import MemoryRoot as MemoryRoot
     from memory_store._root import SavedMemory as SavedMemory
+    from memory_store._names import given_ref as given_ref
+    from memory_store._names import shown_ref as shown_ref
     from memory_store._index_file import INDEX_MAX_BYTES as INDEX_MAX_BYTES
     from memory_store._index_file import IndexFile as IndexFile
     from memory_store._store import root_labels as root_labels
@@ -100,6 +102,8 @@ _EXPORTS: dict[str, str] = {
     "memory_slug": "memory_store._format",
     "new_memory_path": "memory_store._format",
     "MemoryRoot": "memory_store._root",
+    "given_ref": "memory_store._names",
+    "shown_ref": "memory_store._names",
     "SavedMemory": "memory_store._root",
     "INDEX_MAX_BYTES": "memory_store._index_file",
     "IndexFile": "memory_store._index_file",

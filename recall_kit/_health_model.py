@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_store import MEMORY_TYPES, MemoryParseError, MemoryRoot, MemoryStoreError, format_memory, parse_memory
+from memory_store import (
+    MEMORY_TYPES, MemoryParseError, MemoryRoot, MemoryStoreError, format_memory, parse_memory, shown_ref,
+)
 from recall_kit._answer import AnswerError, decode_object
 from recall_kit._chat import ChatEndpoint, ResponseMode, _ChatFailure, json_schema_format
 from recall_kit._config import SelectorConfig
@@ -114,7 +116,7 @@ async def _review(endpoint: ChatEndpoint, group: Finding, roots: Sequence[str]) 
         return MergeProposal(refs, files, failure="a memory of the group can no longer be read")
     shown = [text for text in texts if text is not None]
     message = "\n\n".join(
-        f"### Memory {n}: {_as_text(ref)} (modified {when})\n{text[:MAX_MEMORY_CHARS]}"
+        f"### Memory {n}: {shown_ref(ref)} (modified {when})\n{text[:MAX_MEMORY_CHARS]}"
         for n, (ref, (text, when)) in enumerate(zip(refs, shown), 1)
     )
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": message}]
@@ -131,11 +133,6 @@ async def _review(endpoint: ChatEndpoint, group: Finding, roots: Sequence[str]) 
         lineterm="",
     ))
     return MergeProposal(refs, files, conflict, explanation, merged, diff)
-
-
-def _as_text(ref: str) -> str:
-    """``ref`` as UTF-8 can carry it: a file name's byte that is not UTF-8 (a surrogate escape) as ``\\xe9``."""
-    return ref.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _response_format(mode: ResponseMode) -> dict[str, Any] | None:

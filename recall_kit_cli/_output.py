@@ -23,6 +23,8 @@ import sys
 import unicodedata
 from typing import IO, Any, Iterable
 
+from memory_store import shown_ref
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 ELLIPSIS = "…"
@@ -32,8 +34,8 @@ def _escape(ch: str) -> str:
     code = ord(ch)
     if ch in _NAMED:
         return _NAMED[ch]
-    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte kept by surrogateescape
-        return f"\\x{code - 0xDC00:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte kept by surrogateescape: as the store shows a ref's
+        return shown_ref(ch)
     if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}"

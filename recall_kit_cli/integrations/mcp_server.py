@@ -18,7 +18,6 @@ import bisect
 import hashlib
 import hmac
 import os
-import re
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 
-from memory_store import MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError, RecallKitError
+from memory_store import (
+    MemoryExistsError, MemoryParseError, MemoryStore, MemoryStoreError, RecallKitError, given_ref, shown_ref,
+)
 from recall_kit import RecallSession, SelectorConfig, open_recaller
 from recall_kit.limits import bounded_prompt
 
@@ -155,19 +156,6 @@ def ref_uri(ref: str) -> str:
     """The resource URI of a memory: ``memory://`` and its ref, each segment URL-encoded (an undecodable
     byte as itself: ``caf%E9.md``)."""
     return URI_SCHEME + "/".join(quote(part, safe="", errors="surrogateescape") for part in ref.split("/"))
-
-
-_SHOWN_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
-
-
-def shown_ref(ref: str) -> str:
-    """``ref`` with each byte that was not UTF-8 as ``\\xNN``, as the CLI shows it: text JSON can carry."""
-    return ref.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def given_ref(text: str) -> str:
-    """The inverse of ``shown_ref``."""
-    return _SHOWN_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
 
 
 def _shown_everywhere(value: Any) -> Any:
