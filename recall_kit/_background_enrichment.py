@@ -310,6 +310,7 @@ def _event(result: EnrichmentResult, reason: str | None, written: bool, duration
         sha256=result.sha256,
         outcome="enriched" if written else "failed",
         reason=None if written else reason,
+        failure=None if written else result.failure,
         keywords=len(result.keywords) if written else 0,
         usage_scenarios=len(result.usage_scenarios) if written else 0,
         duration_ms=duration_ms,

@@ -23,6 +23,7 @@ from memory_store import (
 )
 from recall_kit._answer import AnswerError, decode_object
 from recall_kit._chat import ChatEndpoint, ChatModelClient, _ChatFailure, ResponseMode, json_schema_format
+from recall_kit._kinds import FallbackKind
 from recall_kit._text import one_line
 from recall_kit._vocabulary import vocabulary_line
 from recall_kit.limits import MAX_ENRICH_BODY_CHARS, MAX_ENRICH_FIELD_CHARS, MAX_ENRICH_TOKENS, MAX_KEYWORD_WORDS
@@ -85,6 +86,7 @@ class EnrichmentResult:
     keywords: tuple[str, ...] = ()
     usage_scenarios: tuple[str, ...] = ()
     reason: str | None = None  # why it failed, one line
+    failure: FallbackKind | None = None  # what kind of failure: the model call's (HTTP, timeout...) or its answer's
     dropped: int = 0  # answer items removed by validation
     latency_ms: float = 0.0
     response_mode: str | None = None
@@ -161,12 +163,13 @@ class Enricher(ChatModelClient):
         started = time.perf_counter()
         mode: ResponseMode | None = None
 
-        def failed(reason: str, mode: str | None = None) -> EnrichmentResult:
+        def failed(reason: str, mode: str | None = None, failure: FallbackKind | None = None) -> EnrichmentResult:
             reason = self._chat.redact(one_line(reason), 300)
             logger.debug("enrichment of %s failed: %s", doc.ref, reason)
             return EnrichmentResult(
                 ref=doc.ref, path=doc.path, sha256=doc.content_hash, outcome="failed", reason=reason,
                 latency_ms=(time.perf_counter() - started) * 1000, response_mode=mode, model=self.model,
+                failure=failure,
             )
 
         try:
@@ -181,9 +184,9 @@ class Enricher(ChatModelClient):
                 raise AnswerError("answer is not JSON") from None
             keywords, scenarios, dropped = validate_enrichment(value, doc)
         except _ChatFailure as failure:
-            return failed(failure.reason, failure.mode)
+            return failed(failure.reason, failure.mode, failure.kind)
         except AnswerError as exc:
-            return failed(str(exc), mode)
+            return failed(str(exc), mode, "unusable_answer")
         except Exception as exc:  # never raise into the caller; CancelledError is not an Exception
             logger.warning("enricher error: %s", self._chat.redact(repr(exc)))
             return failed(f"unexpected {type(exc).__name__}", mode)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Union
 
-from recall_kit._kinds import DiscardReason, Fallback, Phase, Strategy
+from recall_kit._kinds import DiscardReason, Fallback, FallbackKind, Phase, Strategy
 
 _log = logging.getLogger("recall_kit.telemetry")
 
@@ -77,11 +77,12 @@ class EnrichEvent:
     ref: str
     sha256: str
     outcome: Literal["enriched", "failed", "preempted"]
-    reason: str | None  # why it failed or was preempted, one line
+    reason: str | None  # why it failed or was preempted, one line (a model server's words included)
     keywords: int  # terms written
     usage_scenarios: int
     duration_ms: float  # of the model call and the sidecar write
     response_mode: str | None = None
+    failure: FallbackKind | None = None  # the model call's kind of failure, when it was the call that failed
     kind: Literal["enrich"] = field(default="enrich", init=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -63,8 +63,10 @@ class Trail:
                 "latency_ms": round(event.latency_ms, 1),
             })
         elif kind == "enrich":  # background enrichment: which memory, what came of it (never its text)
+            failure = getattr(event, "failure", None)  # a failed model call: its kind, never the server's words
+            reason = _failure_kind(failure, event.reason) if failure else event.reason
             self._write({
-                "kind": "enrich", "ref": event.ref, "outcome": event.outcome, "reason": event.reason,
+                "kind": "enrich", "ref": event.ref, "outcome": event.outcome, "reason": reason,
                 "keywords": event.keywords, "usage_scenarios": event.usage_scenarios,
                 "ms": round(event.duration_ms, 1),
             })
@@ -73,7 +75,7 @@ class Trail:
                 "kind": "recall", "session": event.session_id, "handle": event.handle_id, "settled": event.settled,
                 "strategy": event.strategy, "selected": event.docs_selected, "scanned": event.docs_scanned,
                 "fast_ms": _ms(event.fast_ms), "model_ms": _ms(event.model_ms),
-                "fallback": _fallback_kind(event.fallback) if event.fallback is not None else None,
+                "fallback": _failure_kind(event.fallback.kind, event.fallback.reason) if event.fallback is not None else None,
                 "model_skipped": bool(getattr(event, "model_skipped", False)),
             })
 
@@ -91,11 +93,11 @@ def _ms(value: float | None) -> float | None:
 _STATUS = re.compile(r"HTTP (\d{3})\b|transport error: (\w+)")
 
 
-def _fallback_kind(fallback: Any) -> str:
-    """A model stage's fallback as the trail keeps it: its kind, with the HTTP status or the transport
-    error's class (``http_error (HTTP 500)``, ``unreachable (ConnectError)``), never the reason's text."""
-    kind = str(getattr(fallback, "kind", "fallback"))
-    found = _STATUS.match(str(getattr(fallback, "reason", "")))
+def _failure_kind(kind: str, reason: str | None) -> str:
+    """A failed model call (a model stage's fallback, a background enrichment's call) as the trail keeps
+    it: its kind, with the HTTP status or the transport error's class (``http_error (HTTP 500)``,
+    ``unreachable (ConnectError)``), never the reason's text: an error body can echo the request."""
+    found = _STATUS.match(reason or "")
     if found is None:
         return kind
     return f"{kind} (HTTP {found.group(1)})" if found.group(1) else f"{kind} ({found.group(2)})"

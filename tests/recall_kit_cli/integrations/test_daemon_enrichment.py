@@ -222,3 +222,22 @@ def test_an_untrusted_project_file_cannot_turn_the_note_or_enrichment_on_or_off(
     data = json.loads(shown.stdout)
     assert data["agent_keywords"]["value"] == "on" and data["daemon_enrich"]["value"] == "on"
     assert "agent_keywords ignored" in shown.stderr and "daemon_enrich ignored" in shown.stderr
+
+
+def test_an_enrichment_error_that_echoes_the_memory_leaves_only_its_kind_and_status_in_the_trail(
+    env: Env, root: Path
+) -> None:
+    echo = "invalid request: Title: Feature flags in ledgerline Body: Every flag has an owner"  # the request, echoed
+    with ScriptedChatServer(default=Reply.empty(), enrichment=Reply.error(400, echo)) as server:
+        daemon = Daemon(_with_model(env, server))
+        try:
+            _prompt(env, root, "s1", "which editor do I use?")
+            (root / "project").mkdir()
+            (root / "project" / "flags.md").write_text(FLAGS)
+            wait_for(lambda: _store_status(env)["enrichment"]["failed"] >= 1, "the enrichment to fail", timeout=30)
+            log = env.run("hook", "log").stdout.decode()
+        finally:
+            daemon.stop()
+    trail = (Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "trail.jsonl").read_text()
+    assert "ledgerline" not in trail and "invalid request" not in trail and "owner" not in trail
+    assert "memory/project/flags.md  failed: http_error (HTTP 400)" in log
