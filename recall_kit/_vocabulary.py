@@ -6,8 +6,10 @@ sidecar's, most used first (by how many memories carry each), so that a writer r
 already there. Memory text is untrusted: each term goes through ``memory_store.clean_terms`` (no
 markup, control, format or bidi characters, no ``<`` or ``>``, one line) and the enricher's rule for
 a keyword (at most ``MAX_KEYWORD_WORDS`` words, a letter or digit in it), and the list is shown as a
-JSON array, so no term can end the list, add a line or open or close a tag. Its size is bounded in
-terms and characters, and the work of building it by the terms it looks at.
+JSON array, so no term can end the list, add a line or open or close a tag. A term the secret
+scrubber would blank (``recall_kit._secrets.scrub_secrets``: a key, a token, ``password=...``) is
+left out: the vocabulary reaches every session over the store and every enrichment request. Its size
+is bounded in terms and characters, and the work of building it by the terms it looks at.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 from collections.abc import Iterable
 
 from memory_store import MemoryDoc, Snapshot, clean_terms
+from recall_kit._secrets import scrub_secrets
 from recall_kit.limits import (
     MAX_KEYWORD_WORDS,
     VOCABULARY_INSPECT_TERMS,
@@ -83,6 +86,8 @@ def _select(terms: Iterable[str], max_terms: int, max_chars: int) -> tuple[str, 
         if (len(term) > VOCABULARY_TERM_CHARS or len(term.split()) > MAX_KEYWORD_WORDS
                 or not any(ch.isalnum() for ch in term) or term.casefold() in kept_keys):
             continue  # a sentence (or an instruction) is no keyword; "..." is none either
+        if scrub_secrets(term) != term:
+            continue  # secret-shaped (AKIA..., ghp_..., password=...): never shown to other memories' writers
         size = len(_shown([term])) - 2 + (2 if kept else 0)  # ", " between items
         if used + size > max_chars:
             continue  # a shorter term further down may still fit

@@ -98,3 +98,16 @@ def test_a_store_snapshot_gives_its_vocabulary_once_per_snapshot(tmp_path: Path)
         snapshot = store.snapshot()
         first = cache.of(snapshot)
         assert first == ("editor", "tabs") and cache.of(snapshot) is first
+
+
+def test_a_secret_shaped_keyword_never_reaches_the_vocabulary() -> None:
+    # the vocabulary goes to every session over the store and every enrichment request: a key one memory
+    # holds as a keyword must not travel with it (learning and doctor treat these as secrets too)
+    secrets = (
+        "AKIAIOSFODNN7EXAMPLE", "ghp_" + "D" * 36, "xoxb-1234567890-abcdefgh", "password=hunter2",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc", "-----BEGIN RSA PRIVATE KEY-----",
+    )
+    docs = [doc(f"{n}.md", ("aws", "token rotation", *secrets)) for n in range(3)]
+    assert keyword_vocabulary(docs) == ("aws", "token rotation")
+    note = writing_note(secrets + ("api key",))  # any list given to the note is checked again
+    assert shown_terms(note) == ["api key"]
