@@ -40,11 +40,32 @@ def _yaml() -> tuple[Any, type]:
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class YamlLoader(base):  # type: ignore[misc]
-        """The safe loader, except that a value Python cannot build (2024-02-30, a 5,000-digit int) stays text."""
+        """The safe loader, except that a value Python cannot build (2024-02-30, a 5,000-digit int) stays
+        text, and so does a plain number or boolean in a list (keywords: [3.10, yes])."""
+
+    def sequence_as_written(loader: Any, node: yaml.SequenceNode) -> Any:
+        # a list's plain numbers and booleans as written: YAML 1.1 would make the keyword 3.10 into 3.1,
+        # 1:30 into 90, 0x1F into 31 and yes into True
+        items: list[Any] = []
+        yield items
+        items.extend(
+            child.value if _plain(child) and child.tag in _AS_WRITTEN else loader.construct_object(child)
+            for child in node.value
+        )
+
+    def _plain(node: Any) -> bool:
+        return isinstance(node, yaml.ScalarNode) and not node.style  # plain: None, or "" from libyaml
 
     YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", timestamp_or_text)
     YamlLoader.add_constructor("tag:yaml.org,2002:int", int_or_text)
+    YamlLoader.add_constructor("tag:yaml.org,2002:seq", sequence_as_written)
     return yaml, YamlLoader
+
+
+_AS_WRITTEN = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"})
+# What YAML's reader refuses anywhere in a document (C0 controls but tab and newlines, DEL, C1 but NEL,
+# U+FFFE/U+FFFF): dropped from the frontmatter with one problem line, so that the memory still loads.
+_UNREADABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 _FENCE = "---"
@@ -88,9 +109,14 @@ def parse_memory(
     except UnicodeDecodeError as exc:
         raise MemoryParseError(f"invalid UTF-8 at byte {exc.start}") from None
     front, body = _split_frontmatter(text.removeprefix("\ufeff"))
-    fields = _load_frontmatter(front)
-    name, description = (_text_field(fields, key) for key in _REQUIRED_TEXT_FIELDS)
     problems: list[str] = []  # what the memory loads without, one line each
+    try:
+        fields = _load_frontmatter(_readable(front, problems))
+    except MemoryParseError as exc:
+        if not problems:
+            raise
+        raise MemoryParseError(f"{exc}, once its control characters were dropped") from None
+    name, description = (_text_field(fields, key) for key in _REQUIRED_TEXT_FIELDS)
     described = _described(fields)
     return MemoryDoc(
         scope=scope,
@@ -141,6 +167,21 @@ def _split_frontmatter(text: str) -> tuple[str, str]:
             break
         pos = end + 1
     raise MemoryParseError("malformed frontmatter: no closing '---' line")
+
+
+def _readable(front: str, problems: list[str]) -> str:
+    """``front`` without the characters YAML cannot read (an ESC, a DEL, a C1 control), one problem line
+    naming the first of them if there were any."""
+    found = _UNREADABLE.search(front)
+    if found is None:
+        return front
+    count = len(_UNREADABLE.findall(front))
+    line = front.count("\n", 0, found.start()) + 2  # the file's line: the first is the opening '---'
+    problems.append(
+        f"frontmatter: dropped {count} control character{'s' if count != 1 else ''} YAML cannot read"
+        f" (the first U+{ord(found.group()):04X}, line {line})"
+    )
+    return _UNREADABLE.sub("", front)
 
 
 def _load_frontmatter(front: str) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from recall_kit.limits import CACHE_MAX_FILES, CACHE_MAX_UNUSED_DAYS
 if TYPE_CHECKING:
     from recall_kit._index import FieldIndex
 
-FORMAT_VERSION = 9  # bump whenever the payload's shape or the analysis that produced it changes
+FORMAT_VERSION = 10  # bump whenever the payload's shape or the analysis that produced it changes
 _MAGIC = b"recall-kit index cache\n"
 _VERSION_LINE = f"{FORMAT_VERSION} py{sys.version_info[0]}.{sys.version_info[1]} marshal{marshal.version}\n".encode()
 # CRC-32s of the table and of the sections after it (they catch damage like sha256 would, in 15 ms

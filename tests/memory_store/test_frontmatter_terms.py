@@ -33,7 +33,11 @@ def parse(front: str, **kw: object):  # type: ignore[no-untyped-def]
          ("deploy", "release train"), ("how do I ship to production?",)),
         ("usage_scenarios: how do I ship, safely, to production?\n", (), ("how do I ship, safely, to production?",)),
         ("usage_scenarios: |\n  how do I ship?\n  the deploy is stuck\n", (), ("how do I ship?", "the deploy is stuck")),
-        ("keywords: [2024, true, ~, '']\n", ("2024", "True"), ()),
+        ("keywords: [2024, true, ~, '']\n", ("2024", "true"), ()),
+        # a plain number or boolean in a list is kept as written, not as YAML 1.1 reads it (3.1, 90, 31, 8, True)
+        ("keywords: [3.10, '1:30', 1:30, 0x1F, 010, yes, no, on, 1_000, .5]\n",
+         ("3.10", "1:30", "0x1F", "010", "yes", "no", "on", "1_000", ".5"), ()),
+        ("usage_scenarios:\n  - 42\n  - Off\n", (), ("42", "Off")),
     ],
 )
 def test_terms_read_as_a_comma_separated_string_a_flow_list_or_a_block_list(
@@ -135,3 +139,16 @@ def test_one_string_too_long_to_split_says_it_was_cut_by_length() -> None:
     assert doc.keywords == ()
     limit = MAX_FRONTMATTER_KEYWORDS * (MAX_FRONTMATTER_KEYWORD_CHARS + 2)
     assert doc.problems == (f"'keywords': dropped everything past its first {limit:,} characters",)
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x07", "\x7f", "\x9b", "\ufffe"])
+def test_a_control_character_yaml_cannot_read_is_one_problem_line_and_the_memory_still_loads(char: str) -> None:
+    # YAML's reader refuses the whole document for one of these ("ReaderError", the memory lost)
+    doc = parse(f"keywords: [ansi, bell{char}, 'x{char}y']\n")
+    assert doc.keywords == ("ansi", "bell", "xy") and doc.name == "Deploying"
+    assert doc.problems == (f"frontmatter: dropped 2 control characters YAML cannot read (the first U+{ord(char):04X}, line 5)",)
+
+
+def test_frontmatter_that_is_malformed_once_its_control_characters_are_dropped_says_so() -> None:
+    with pytest.raises(MemoryParseError, match=r"^malformed frontmatter: .*\(line 5\), once its control characters were dropped$"):
+        parse("keywords: [ansi, red\x1b[31m]\n")
