@@ -175,13 +175,13 @@ def _readable(front: str, problems: list[str]) -> str:
     found = _UNREADABLE.search(front)
     if found is None:
         return front
-    count = len(_UNREADABLE.findall(front))
+    readable, count = _UNREADABLE.subn("", front)
     line = front.count("\n", 0, found.start()) + 2  # the file's line: the first is the opening '---'
     problems.append(
         f"frontmatter: dropped {count} control character{'s' if count != 1 else ''} YAML cannot read"
         f" (the first U+{ord(found.group()):04X}, line {line})"
     )
-    return _UNREADABLE.sub("", front)
+    return readable
 
 
 def _load_frontmatter(front: str) -> dict[str, Any]:

@@ -86,11 +86,11 @@ def _select(terms: Iterable[str], max_terms: int, max_chars: int) -> tuple[str, 
         if (len(term) > VOCABULARY_TERM_CHARS or len(term.split()) > MAX_KEYWORD_WORDS
                 or not any(ch.isalnum() for ch in term) or term.casefold() in kept_keys):
             continue  # a sentence (or an instruction) is no keyword; "..." is none either
-        if scrub_secrets(term) != term:
-            continue  # secret-shaped (AKIA..., ghp_..., password=...): never shown to other memories' writers
         size = len(_shown([term])) - 2 + (2 if kept else 0)  # ", " between items
         if used + size > max_chars:
             continue  # a shorter term further down may still fit
+        if scrub_secrets(term) != term:  # last: the scrubber is the costly check, asked only of a term that fits
+            continue  # secret-shaped (AKIA..., ghp_..., password=...): never shown to other memories' writers
         kept.append(term)
         kept_keys.add(term.casefold())
         used += size
