@@ -7,14 +7,13 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from store_helpers import memory, wait_until, write
+from store_helpers import memory, next_millisecond, wait_until, write
 
 from memory_store import (
     LEARNED_PATH,
@@ -244,9 +243,7 @@ def test_an_update_appends_the_entries_it_changed_and_a_later_line_wins(tmp_path
     files.record_learning([LearningUpdate(p, keys=("k",)) for p in ("a.md", "b.md")])
     before = (tmp_path / LEARNED_PATH).read_bytes()
     inode = os.stat(tmp_path / LEARNED_PATH).st_ino
-    taught_at = json.loads(before.splitlines()[0])["keys"][0][2]
-    while round(time.time(), 3) <= taught_at:  # "last seen" is kept to the millisecond: let the next one come
-        time.sleep(0.001)
+    next_millisecond()
     files.record_learning([LearningUpdate("a.md", keys=("more",))])
     after = (tmp_path / LEARNED_PATH).read_bytes()
     assert after.startswith(before) and os.stat(tmp_path / LEARNED_PATH).st_ino == inode
@@ -289,6 +286,7 @@ def test_another_writers_tail_is_read_on_its_own_and_unchanged_entries_stay_the_
     mine = MemoryRoot(tmp_path)
     mine.record_learning([LearningUpdate(p, keys=("k",)) for p in ("a.md", "b.md")])
     first = mine.read_learning()[0]
+    next_millisecond()
     MemoryRoot(tmp_path).record_learning([LearningUpdate("b.md", keys=("theirs",))])  # appended by another
     again = mine.read_learning()[0]
     assert again["a.md"] is first["a.md"]  # the earlier lines were not read again

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from store_helpers import WAIT_S, memory, wait_until, write
+from store_helpers import WAIT_S, memory, next_millisecond, wait_until, write
 
 from memory_store import (
     LEARNED_PATH,
@@ -76,6 +76,7 @@ def test_a_learned_file_others_may_read_is_replaced_by_a_new_0600_file_never_app
     log = root / LEARNED_PATH
     log.chmod(0o644)  # as a git checkout leaves a file shipped in a repository
     before = log.stat().st_ino
+    next_millisecond()
     files.record_learning([LearningUpdate("a.md", keys=("second",))])
     after = log.stat()
     assert stat.S_IMODE(after.st_mode) == 0o600 and after.st_ino != before

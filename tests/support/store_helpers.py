@@ -27,6 +27,14 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def next_millisecond() -> None:
+    """Return once the clock has passed the current millisecond: the learned file keeps "last seen" to the
+    millisecond, so two updates within one would tie and be ordered by their words instead."""
+    now = round(time.time(), 3)
+    while round(time.time(), 3) <= now:
+        time.sleep(0.001)
+
+
 def wait_until(store: MemoryStore, predicate: Callable[[Snapshot], bool], timeout: float = WAIT_S) -> Snapshot:
     """Wait, version by version, until ``predicate(snapshot)`` holds; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
