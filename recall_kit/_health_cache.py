@@ -100,7 +100,10 @@ def _read(path: Path) -> dict[str, TextChecks]:
     data = read_private(path, _MAX_BYTES)
     if data is None:
         return {}
-    value = json.loads(data)
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}  # damaged (cut short, not JSON, nested past reading): rebuilt by this run's save
     if not isinstance(value, dict):
         return {}
     entries = {}
@@ -113,7 +116,7 @@ def _read(path: Path) -> dict[str, TextChecks]:
                 tuple(Reference(str(kind), str(name), int(line), str(runner)) for kind, name, line, runner in entry["r"]),  # type: ignore[arg-type]
                 {int(line): str(text) for line, text in entry["l"].items()},
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             continue  # an entry we did not write: read the file again
     return entries
 

@@ -64,3 +64,21 @@ def test_clearing_the_caches_or_forgetting_a_memory_removes_doctors_too_and_olde
     check_health(plan(sick.folder, sick.project), cache_dir=cache)
     clear_cache_files(cache)
     assert list(cache.glob("doctor-text-*.json")) == []
+
+
+@pytest.mark.parametrize("damage", [
+    '{"a":',  # cut short
+    "[" * 100_000 + "]" * 100_000,  # nested past what json reads
+    '{"%s": {"s": [[Infinity, 1]], "r": [], "l": {}}}',  # a line number no int holds
+    '{"%s": {"s": [], "r": [], "l": []}}',  # shown lines that are not a mapping
+])
+def test_a_damaged_cache_file_is_ignored_and_rebuilt(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    sick = sick_folder(tmp_path)
+    cache = tmp_path / "cache"
+    first = check_health(plan(sick.folder, sick.project), cache_dir=cache)
+    (cached,) = cache.glob("doctor-text-*.json")
+    whole = cached.read_text()
+    cached.write_text(damage.replace("%s", next(iter(json.loads(whole)))))
+    assert findings(check_health(plan(sick.folder, sick.project), cache_dir=cache)) == findings(first)
+    assert json.loads(cached.read_text()) == json.loads(whole)  # written again whole, not left off for good
+    assert "doctor's cache off" not in caplog.text
