@@ -14,6 +14,7 @@ import logging
 import queue
 import threading
 import time
+import unicodedata
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,8 @@ def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
     """The prompt's words as the fast stage reads them, with key-shaped spans, the configured secrets
     and long random-looking tokens blanked first, and overlong words dropped."""
     masked = redact(prompt) if redact else prompt
-    cleaned = scrub_secrets(masked)
+    # the scrubber reads the text as the tokenizer will (NFKC): ＰＡＳＳＷＯＲＤ＝ｘ typed in full width is password=x
+    cleaned = scrub_secrets(masked if masked.isascii() else unicodedata.normalize("NFKC", masked))
     all_words = prompt_words(query_tokens(cleaned))
     kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]
     dropped = len(prompt_words(query_tokens(prompt))) - len(kept)

@@ -55,6 +55,11 @@ def _kept(prompt: str) -> set[str]:
         ("le mot de passe: bananebleue", {"bananebleue"}),
         ("密码是蓝香蕉", {"蓝香", "香蕉"}),
         ("我的密码：蓝香蕉", {"蓝香", "香蕉"}),
+        # typed in full width (an input method's wide mode): the words kept are NFKC's, ASCII again
+        ("ｐａｓｓｗｏｒｄ＝ｇｒａｖｅｌｍｏｏｎ for the db", {"gravelmoon"}),
+        ("export ＰＧＰＡＳＳＷＯＲＤ＝gravelmoon", {"gravelmoon"}),
+        ("deploy with ＡＫＩＡＩＯＳＦＯＤＮＮ７ＥＸＡＭＰＬＥ", {"akiaiosfodnn7example", "akiaiosfodnn", "example"}),
+        ("ｇｈｐ＿ｂｌｕｅｗｈａｌｅｃａｓｔｌｅｍｏｏｎ push", {"bluewhalecastlemoon", "ghp_bluewhalecastlemoon"}),
     ],
 )
 def test_a_credential_or_private_datum_is_never_kept(prompt: str, secret_pieces: set[str]) -> None:
