@@ -283,7 +283,8 @@ def list_cache_files(
     cache_dir: str | os.PathLike[str] | None = None, roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[CacheFile]:
     """The index caches in ``cache_dir`` (default: ``default_cache_dir()``), most recently used first:
-    every one, or with ``roots`` those that hold any of them (a cache whose roots are unknown holds none).
+    every one, or with ``roots`` those that may hold any of their files: a cache of the same folder by
+    another path (a symlink), of a folder inside one or around one (a cache whose roots are unknown holds none).
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """
@@ -291,16 +292,21 @@ def list_cache_files(
     if not os.path.lexists(folder):
         return []
     private_folder(folder, create=False)
-    wanted = set(root_paths(roots)) if roots is not None else None
+    wanted = None if roots is None else [os.path.realpath(root) for root in root_paths(roots)]
     names = sorted(os.listdir(folder))
     found = []
     for name in names:
         if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
             continue
         cache = _cache_file(folder / name)
-        if wanted is None or (cache.roots and wanted & set(cache.roots)):
+        if wanted is None or (cache.roots and any(_overlap(os.path.realpath(root), wanted) for root in cache.roots)):
             found.append(cache)
     return sorted(found, key=lambda cache: cache.last_used, reverse=True)
+
+
+def _overlap(root: str, wanted: Sequence[str]) -> bool:
+    """Whether the folder ``root`` is one of ``wanted``, inside one or around one (real paths all)."""
+    return any(os.path.commonpath([root, other]) in (root, other) for other in wanted)
 
 
 def _cache_file(path: Path) -> CacheFile:
@@ -338,8 +344,8 @@ def clear_cache_files(
     cache_dir: str | os.PathLike[str] | None = None, roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[CacheFile]:
     """Remove the index caches in ``cache_dir`` (default: ``default_cache_dir()``) and return them:
-    every one, or with ``roots`` those that hold any of them (a cache whose roots are unknown is kept);
-    doctor's text cache goes either way.
+    every one, or with ``roots`` those that may hold their files (as ``list_cache_files`` picks them; a
+    cache whose roots are unknown is kept); doctor's text cache goes either way.
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """

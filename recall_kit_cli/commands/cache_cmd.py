@@ -26,7 +26,7 @@ def cache() -> None:
 
 _root_filter = click.option(
     "--root", "roots", multiple=True, metavar="DIR",
-    help="Only the caches that hold this root (repeatable); default: every cache.",
+    help="Only the caches that hold this root, by any path, or a folder in or around it (repeatable); default: every cache.",
 )
 
 

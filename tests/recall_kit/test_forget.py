@@ -52,3 +52,22 @@ def test_forgetting_what_was_learned_drops_the_caches_and_a_foreign_folder_is_sa
         forgotten = forget_learning(store, cache_dir=link)
     assert forgotten.learned_entries == 1 and forgotten.cache_problem is not None
     assert forgotten.cache_problem.startswith("index cache not cleared: ") and "symlink" in forgotten.cache_problem
+
+
+def test_a_cache_made_through_a_symlink_or_a_folder_around_the_root_is_dropped_too(tmp_path: Path) -> None:
+    root, cache = tmp_path / "mem", tmp_path / "cache"
+    write(root / "work" / "tea.md", memory(name="Tea", description="sencha at four"))
+    write(tmp_path / "other" / "x.md", memory(name="Other"))
+    (tmp_path / "link").symlink_to(root, target_is_directory=True)
+    with MemoryStore.open(root, watch=False) as store:
+        store.record_learning("mem", [LearningUpdate("work/tea.md", keys=("oolong",))])
+    for reached in (tmp_path / "link", root / "work", tmp_path / "other"):  # the same files, by other roots
+        _indexed(reached, cache)
+    _indexed(root, cache)
+    assert len(_cache_holding(cache, b"oolong")) == 2 and len(_cache_holding(cache, b"sencha")) == 3
+    with MemoryStore.open(root, watch=False) as store:
+        assert forget_learning(store, cache_dir=cache).caches_dropped == 3
+        assert not _cache_holding(cache, b"oolong")
+        forget_memory(store, "mem/work/tea.md", cache_dir=cache)
+    assert not _cache_holding(cache, b"sencha")
+    assert len(list(cache.glob("index-*.bin"))) == 1  # the other root's cache stays
