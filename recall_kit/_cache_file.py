@@ -80,6 +80,7 @@ _PREFIX, _SUFFIX, _STAMP_SUFFIX, _LOCK_SUFFIX = "index-", ".bin", ".used", ".loc
 # the caches, or forgetting a memory, removes it too; doctor rebuilds it.
 DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX = "doctor-text-", ".json"
 _STALE_TEMP_S = 3600.0  # a writer's temp file this old was left by one that died
+TEMP_SUFFIX = ".tmp"  # of a writer's temp file: <the file's name>.<random>.tmp
 _log = logging.getLogger(__name__)
 
 
@@ -246,7 +247,7 @@ def _write_stamp(path: Path, roots: Sequence[str | os.PathLike[str]]) -> None:
 
 def _replace(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
     # a temporary file beside ``path`` (0600, mkstemp's mode), written whole, then renamed over it
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as out:
             out.writelines(chunks)
@@ -361,13 +362,16 @@ def clear_cache_files(
 
 
 def remove_doctor_text(folder: Path, *, keep: Path | None = None) -> None:
-    """Remove doctor's text caches in ``folder`` (every version), but ``keep``; never raises."""
+    """Remove doctor's text caches in ``folder`` (every version), but ``keep``; when none is kept (a
+    clearing, a forgetting), its writers' temp files too: a dead one's holds lines of memories. Never raises."""
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if name.startswith(DOCTOR_TEXT_PREFIX) and name.endswith(DOCTOR_TEXT_SUFFIX) and folder / name != keep:
+        if not name.startswith(DOCTOR_TEXT_PREFIX):
+            continue
+        if (name.endswith(DOCTOR_TEXT_SUFFIX) and folder / name != keep) or (keep is None and name.endswith(TEMP_SUFFIX)):
             with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
                 os.unlink(folder / name)
 
@@ -402,7 +406,7 @@ def _remove_stale_temps(folder: Path, *, max_age_s: float) -> None:
     now = time.time()
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
-            if name.startswith(_PREFIX) and name.endswith(".tmp"):
+            if name.startswith((_PREFIX, DOCTOR_TEXT_PREFIX)) and name.endswith(TEMP_SUFFIX):
                 with contextlib.suppress(OSError):
                     if now - os.lstat(folder / name).st_mtime >= max_age_s:
                         os.unlink(folder / name)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memory_store import UnsafePathError, open_private, private_folder, read_private
 from recall_kit import _health_text, _secrets
-from recall_kit._cache_file import DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX, default_cache_dir, remove_doctor_text
+from recall_kit._cache_file import DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX, TEMP_SUFFIX, default_cache_dir, remove_doctor_text
 from recall_kit._health_text import Reference
 
 MAX_CACHED_FILES = 50_000  # versions kept; those not seen in a run go first
@@ -79,7 +79,7 @@ class TextCache:
             return
         kept = sorted(self._entries, key=lambda key: key not in self._seen)[:MAX_CACHED_FILES]
         payload = {key: _encoded(self._entries[key]) for key in kept}
-        temp = self._path.with_name(f".{self._path.name}.{secrets.token_hex(6)}.tmp")
+        temp = self._path.with_name(f"{self._path.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}")  # as every writer's in the folder
         try:
             fd = open_private(temp, os.O_WRONLY | os.O_EXCL, create=True)
             try:

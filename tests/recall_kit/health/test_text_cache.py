@@ -82,3 +82,32 @@ def test_a_damaged_cache_file_is_ignored_and_rebuilt(tmp_path: Path, damage: str
     assert findings(check_health(plan(sick.folder, sick.project), cache_dir=cache)) == findings(first)
     assert json.loads(cached.read_text()) == json.loads(whole)  # written again whole, not left off for good
     assert "doctor's cache off" not in caplog.text
+
+
+def test_what_a_killed_doctor_left_goes_with_the_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_store import MemoryStore
+    from recall_kit.cache import clear_cache_files, forget_memory
+
+    sick = sick_folder(tmp_path)
+    cache = tmp_path / "cache"
+
+    replace = os.replace
+
+    def killed(source: str, target: str) -> None:
+        if "doctor-text" in os.fspath(target):
+            raise KeyboardInterrupt  # as kill -9 between the write and the rename: the temp file stays
+        replace(source, target)
+
+    def forget() -> None:
+        with MemoryStore.open(sick.folder, watch=False) as store:
+            forget_memory(store, f"{sick.folder.name}/misc.md", cache_dir=cache)
+
+    for clear in (lambda: clear_cache_files(cache), forget):
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "replace", killed)
+            with pytest.raises(KeyboardInterrupt):
+                check_health(plan(sick.folder, sick.project), cache_dir=cache)
+        (left,) = [path for path in cache.iterdir() if "doctor-text" in path.name]
+        assert left.name.endswith(".tmp") and left.stat().st_size  # lines of the memories, scrubbed
+        clear()
+        assert not [path for path in cache.iterdir() if "doctor-text" in path.name]
