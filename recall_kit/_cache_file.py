@@ -346,7 +346,7 @@ def clear_cache_files(
 ) -> list[CacheFile]:
     """Remove the index caches in ``cache_dir`` (default: ``default_cache_dir()``) and return them:
     every one, or with ``roots`` those that may hold their files (as ``list_cache_files`` picks them; a
-    cache whose roots are unknown is kept); doctor's text cache goes either way.
+    cache whose roots are unknown is kept); doctor's text cache and writers' temp files go either way.
 
     Raises UnsafePathError when the folder is not one only this user controls.
     """
@@ -356,8 +356,9 @@ def clear_cache_files(
         removed.append(cache)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     remove_doctor_text(folder)  # kept by content, not by roots: whichever roots go, it goes (doctor rebuilds it)
-    if roots is None:
-        _remove_stale_temps(folder, max_age_s=0.0)
+    # a temp file names no roots, and a killed writer's holds memories' words: every one goes (a live
+    # writer's rename then fails, and the next run writes its cache again)
+    _remove_stale_temps(folder, max_age_s=0.0)
     return removed
 
 

@@ -71,3 +71,23 @@ def test_a_cache_made_through_a_symlink_or_a_folder_around_the_root_is_dropped_t
         forget_memory(store, "mem/work/tea.md", cache_dir=cache)
     assert not _cache_holding(cache, b"sencha")
     assert len(list(cache.glob("index-*.bin"))) == 1  # the other root's cache stays
+
+
+def test_forgetting_removes_what_a_cache_writer_killed_mid_write_left(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root, cache = tmp_path / "mem", tmp_path / "cache"
+    write(root / "tea.md", memory(name="Tea", description="sencha at four"))
+    killed = (
+        "import os, signal, sys\n"
+        "from recall_kit import open_recaller\n"
+        "os.replace = lambda source, target: os.kill(os.getpid(), signal.SIGKILL)  # kill -9 before the rename\n"
+        "open_recaller([sys.argv[1]], watch=False, cache_dir=sys.argv[2]).close()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", killed, str(root), str(cache)], capture_output=True, timeout=60)
+    assert run.returncode == -9, run.stderr
+    assert [path.name for path in cache.iterdir() if b"sencha" in path.read_bytes()]  # the cut write, words and all
+    with MemoryStore.open(root, watch=False) as store:
+        forget_memory(store, "mem/tea.md", cache_dir=cache)
+    assert not [path.name for path in cache.iterdir() if path.is_file() and b"sencha" in path.read_bytes()]
