@@ -51,6 +51,9 @@ class Token:
 # No word spans whitespace, so a text's tokens are its chunks' tokens in order; str.split is 4x
 # faster than the word regex (bench/bench_index_build.py: 2,000 memories, 594k chunks, 34k distinct).
 CHUNK_CACHE_SIZE = 100_000  # entries per cache (chunks, words); past it a cache starts over (tens of MB)
+# A longer chunk or word is analysed every time, never kept: its entry grows with its parts (a 1,024-character
+# identifier of two-letter parts holds 50 KB of terms), and it rarely comes again (0.007% of the datasets' chunks).
+CHUNK_CACHE_MAX_CHARS = 64
 # terms, each term's surface word (None for CJK and whole identifiers), and the surface words alone;
 # Tokens are made only for queries (analyze), so a document's analysis builds no objects per term.
 _Analysed = tuple[tuple[str, ...], tuple[str | None, ...], tuple[str, ...]]
@@ -107,8 +110,14 @@ def _analysed(chunks: list[str]) -> list[_Analysed]:
             missing = set(chunks)
             if len(missing) > CHUNK_CACHE_SIZE:  # one text larger than the cache: analyse it uncached
                 return [_analyse_chunk(chunk) for chunk in chunks]
+        long = False
         for chunk in missing:
-            cache[chunk] = _analyse_chunk(chunk)
+            if len(chunk) > CHUNK_CACHE_MAX_CHARS:
+                long = True
+            else:
+                cache[chunk] = _analyse_chunk(chunk)
+        if long:
+            return [cache[chunk] if chunk in cache else _analyse_chunk(chunk) for chunk in chunks]
     return list(map(cache.__getitem__, chunks))
 
 
@@ -136,6 +145,8 @@ def _word_entry(word: str) -> _Analysed:
         _analyze_word(word, tokens)
         surfaces = tuple(token.surface for token in tokens)
         entry = tuple(token.term for token in tokens), surfaces, tuple(filter(None, surfaces))
+        if len(word) > CHUNK_CACHE_MAX_CHARS:
+            return entry
         if len(_word_cache) >= CHUNK_CACHE_SIZE:
             _word_cache.clear()
         _word_cache[word] = entry

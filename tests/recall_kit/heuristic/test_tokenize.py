@@ -98,3 +98,27 @@ def monkeypatch_cache_size():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_tokenize, "CHUNK_CACHE_SIZE", 3)
         yield
+
+
+def test_long_chunks_are_analysed_but_never_kept_so_a_long_lived_process_stays_small() -> None:
+    import random
+    import string
+    import tracemalloc
+
+    rng = random.Random(1)
+    _tokenize._chunk_cache.clear()
+    _tokenize._word_cache.clear()
+
+    def identifier() -> str:  # one chunk of 340 two-letter parts: some 50 KB of terms when kept
+        return "_".join("".join(rng.choices(string.ascii_lowercase, k=2)) for _ in range(340))
+
+    sample = f"{identifier()} deploy {identifier().replace('_', '-')}"
+    assert analyze(sample) == _analyze_plain(sample)
+    tracemalloc.start()
+    try:
+        for _ in range(100):  # a daemon's or MCP server's prompts, each with long pasted tokens
+            analyze(f"{identifier()} {identifier()}")
+        kept, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept < 1_000_000, kept  # was 5.4 MB for these 200 chunks: CHUNK_CACHE_SIZE of them, 2.7 GB
