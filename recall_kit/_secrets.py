@@ -140,7 +140,9 @@ _PASS_WORD = (  # a value that may hold spaces; the word in the languages people
 # "pw" and "pass" only as a word or a name's end after _ or - (DB_PASS): never "bypass" or "compass"
 _SHORT_PASS = r"\b(?:[A-Za-z0-9]+[_\-])?(?:pw|pass)\b"
 # A label is a word of its own or the end of a longer name: PGPASSWORD, DB_PASSWORD, GITHUB_TOKEN, STRIPE_KEY.
-_NAME = r"\b[A-Za-z0-9_\-]*?"
+# The name before it is bounded: unbounded, every word start of a long run (a-b-c-... in a pasted line, a
+# memory's 256 KiB line) tried every length of the rest, 18 s for 6,000 characters of "a-".
+_NAME = r"\b[A-Za-z0-9_\-]{0,64}?"
 _LABEL = (
     rf"(?:{_NAME}(?:{_PASS_WORD}|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|[_\-]key|credentials?"
     rf"|authorization|auth)|{_SHORT_PASS})"
@@ -158,7 +160,7 @@ _KEY_SHAPES = re.compile(
     r"|\bAIza[0-9A-Za-z_\-]{30,}"
     r"|\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"
     r"|://[^/\s:@]+:[^/\s@]+@"
-    r"|[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"
+    r"|[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"  # a local part is at most 64
     r"|(?i:\b(?:bearer|basic|digest)\s+)[A-Za-z0-9._~+/\-]{8,}=*"
     # "passphrase: purple monkey dishwasher": after a pass-word and a colon, the rest of the line
     rf"|(?i:(?:{_NAME}{_PASS_WORD}|{_SHORT_PASS})[\"']?\s*[:：](?!=)[^\n]*)"

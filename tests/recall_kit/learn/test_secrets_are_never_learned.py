@@ -113,3 +113,16 @@ def test_everyday_words_and_identifiers_are_still_kept(prompt: str, expected: se
 def test_what_doctor_reports_leaves_out_a_plain_word_named_in_prose(line: str, sure: bool) -> None:
     assert scrub_secrets(line) != line  # learning keeps none of these values
     assert (scrub_secrets(line, sure_only=True) != line) is sure
+
+
+@pytest.mark.parametrize("run", ["a-", "a-1", "ab-", "A-"])
+def test_a_pasted_run_of_dashed_words_is_scrubbed_in_bounded_time(run: str) -> None:
+    import time
+
+    from recall_kit.limits import bounded_prompt
+
+    prompt = bounded_prompt(run * 3000 + " DB_PASSWORD=gravelmoon")  # what learning reads of a prompt
+    started = time.perf_counter()
+    kept = _kept(prompt)
+    assert time.perf_counter() - started < 3.0  # 18 s before: every word start tried every length of the run
+    assert "gravelmoon" not in kept
