@@ -47,9 +47,9 @@ class PromptWords:
 def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
     """The prompt's words as the fast stage reads them, with key-shaped spans, the configured secrets
     and long random-looking tokens blanked first, and overlong words dropped."""
-    masked = redact(prompt) if redact else prompt
-    # the scrubber reads the text as the tokenizer will (NFKC): ＰＡＳＳＷＯＲＤ＝ｘ typed in full width is password=x
-    cleaned = scrub_secrets(masked if masked.isascii() else unicodedata.normalize("NFKC", masked))
+    # both read the text as the tokenizer will (NFKC): ＰＡＳＳＷＯＲＤ＝ｘ typed in full width is password=x
+    text = prompt if prompt.isascii() else unicodedata.normalize("NFKC", prompt)
+    cleaned = scrub_secrets(redact(text) if redact else text)
     all_words = prompt_words(query_tokens(cleaned))
     kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]
     dropped = len(prompt_words(query_tokens(prompt))) - len(kept)

@@ -67,6 +67,14 @@ def test_a_credential_or_private_datum_is_never_kept(prompt: str, secret_pieces:
     assert not kept & secret_pieces, kept & secret_pieces
 
 
+def test_a_configured_secret_typed_in_full_width_is_not_kept() -> None:
+    from recall_kit._secrets import Redactor
+
+    redact = Redactor(["gravelmoonriverstone"])  # the API key of the user's settings
+    for prompt in ("use gravelmoonriverstone here", "use ｇｒａｖｅｌｍｏｏｎｒｉｖｅｒｓｔｏｎｅ here"):
+        assert "gravelmoonriverstone" not in learnable_words(prompt, redact).words
+
+
 def test_a_random_token_of_letters_only_is_not_kept_whole_or_in_camel_case_pieces() -> None:
     rng = random.Random(7)
     for _ in range(20):
