@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from recall_kit._settings import load_selector_config as load_selector_config
     from recall_kit._learn import Learner as Learner
     from recall_kit._learn import learnable_words as learnable_words
+    from recall_kit._secrets import scrub_secrets as scrub_secrets
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
@@ -132,6 +133,7 @@ _EXPORTS: dict[str, str] = {
     "load_selector_config": "recall_kit._settings",
     "Learner": "recall_kit._learn",
     "learnable_words": "recall_kit._learn",
+    "scrub_secrets": "recall_kit._secrets",
     "Enricher": "recall_kit._enricher",
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",

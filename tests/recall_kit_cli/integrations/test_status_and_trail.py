@@ -137,6 +137,18 @@ def test_prompt_text_is_kept_only_when_asked_for(env: Env, memories: Path) -> No
     assert prompt["prompt"] == DEPLOY_PROMPT
 
 
+def test_a_kept_prompt_keeps_no_secret(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    trail = Trail(state / "trail.jsonl", keep_prompts=True)
+    key = "ghp_" + "x7Qm2" * 8
+    trail.begin("s-1", ["/r"], "deploy with DB_PASSWORD=gravelmoon and AKIAIOSFODNN7EXAMPLE please")
+    trail.begin("s-2", ["/r"], "a" * 190 + " " + key)  # a key across the kept head's end
+    kept = (state / "trail.jsonl").read_text()
+    assert "deploy with" in kept and "please" in kept
+    assert "gravelmoon" not in kept and "AKIAIOSFODNN7EXAMPLE" not in kept and "ghp_x7Qm" not in kept
+
+
 def test_the_trail_is_off_with_its_setting(env: Env, memories: Path) -> None:
     env.vars["RECALL_KIT_TRAIL"] = "0"
     off = Daemon(env)
