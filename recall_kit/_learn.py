@@ -14,7 +14,6 @@ import logging
 import queue
 import threading
 import time
-import unicodedata
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from memory_store import MAX_LEARNED_TERM_CHARS, MAX_LEARNED_TERMS, LearningUpdate, MemoryDoc, MemoryStoreError
 from recall_kit._query import is_generic, is_number, prompt_words, query_tokens
 from recall_kit._secrets import Redactor, looks_random, scrub_secrets
+from recall_kit._tokenize import as_read
 from recall_kit._seen_words import SeenWords
 from recall_kit._telemetry import LearnEvent, Telemetry
 from recall_kit.limits import LEARN_CLOSE_WAIT_S, LEARN_MAX_PENDING
@@ -48,7 +48,7 @@ def learnable_words(prompt: str, redact: Redactor | None = None) -> PromptWords:
     """The prompt's words as the fast stage reads them, with key-shaped spans, the configured secrets
     and long random-looking tokens blanked first, and overlong words dropped."""
     # both read the text as the tokenizer will (NFKC): ＰＡＳＳＷＯＲＤ＝ｘ typed in full width is password=x
-    text = prompt if prompt.isascii() else unicodedata.normalize("NFKC", prompt)
+    text = as_read(prompt)
     cleaned = scrub_secrets(redact(text) if redact else text)
     all_words = prompt_words(query_tokens(cleaned))
     kept = [w for w in all_words if len(w) <= MAX_LEARNED_TERM_CHARS and not looks_random(w)][:MAX_LEARNED_TERMS]

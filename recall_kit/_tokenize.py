@@ -84,10 +84,16 @@ def analyze_terms(text: str) -> tuple[list[str], list[str]]:
     return terms, list(chain.from_iterable(map(_SURFACES, entries)))
 
 
+def as_read(text: str) -> str:
+    """``text`` as the tokenizer reads it (NFKC: ＰＡＳＳＷＯＲＤ typed in full width is PASSWORD), for
+    whatever must judge the words the index will hold (the secret scrubber before learning)."""
+    # ASCII is already NFKC; isascii() is a flag check, normalize() a scan
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+
+
 def split_chunks(text: str) -> list[str]:
     """``text``'s whitespace-separated chunks, normalised: each is analysed independently of the rest."""
-    if not text.isascii():  # ASCII is already NFKC; isascii() is a flag check, normalize() a scan
-        text = unicodedata.normalize("NFKC", text)
+    text = as_read(text)
     if "'" in text or "’" in text:
         text = _POSSESSIVE.sub("", text)
     return text.split()
@@ -156,7 +162,7 @@ def _word_entry(word: str) -> _Analysed:
 def _analyze_plain(text: str) -> list[Token]:
     # The analysis without the chunk cache, word by word over the whole text: what analyze must equal.
     tokens: list[Token] = []
-    for word in _WORD.findall(_POSSESSIVE.sub("", unicodedata.normalize("NFKC", text))):
+    for word in _WORD.findall(_POSSESSIVE.sub("", as_read(text))):
         _analyze_word(word, tokens)
     return tokens
 
