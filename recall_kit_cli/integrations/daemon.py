@@ -38,7 +38,9 @@ from recall_kit import (
 )
 from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
 from recall_kit.limits import (
+    DAEMON_CONNECTION_IDLE_S,
     DAEMON_ENRICH_CALLS_PER_MINUTE,
+    DAEMON_MAX_CONNECTIONS,
     DAEMON_ENRICH_CONCURRENCY,
     DAEMON_MAX_SESSIONS,
     DAEMON_MAX_STORES,
@@ -132,6 +134,9 @@ class RecallDaemon:
         self._conversations: dict[str, _Conversation] = {}
         self._writers: set[asyncio.StreamWriter] = set()
         self._clients: set[asyncio.Task[Any]] = set()  # one per connection, cancelled on a stop
+        # the connections waiting for their next request line, the longest waiting first
+        self._waiting: dict[object, asyncio.Timeout] = {}
+        self._connections_closed = 0  # waiting ones closed to make room for another
         self._stopping = asyncio.Event()
         self._last_request = time.monotonic()
         self._started = time.monotonic()
@@ -273,9 +278,11 @@ class RecallDaemon:
                 writer.write(b'{"ok": false, "error": "refused: this daemon serves only its own user"}\n')
                 await writer.drain()
                 return
+            if len(self._clients) > DAEMON_MAX_CONNECTIONS and not self._make_room_for(writer):
+                return
             while not self._stopping.is_set():
                 try:
-                    line = await reader.readline()
+                    line = await self._next_line(reader)
                 except (ValueError, asyncio.LimitOverrunError):
                     writer.write(_encode({"ok": False, "error": f"request over {PROTOCOL_MAX_LINE_BYTES} bytes"}))
                     await writer.drain()
@@ -294,6 +301,30 @@ class RecallDaemon:
                 self._clients.discard(client)
             self._last_request = time.monotonic()
             writer.close()
+
+    async def _next_line(self, reader: asyncio.StreamReader) -> bytes:
+        """The connection's next request line; b"" when it closes, sends none in DAEMON_CONNECTION_IDLE_S,
+        or is closed to make room (``_make_room_for``)."""
+        key = object()
+        try:
+            async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as idle:
+                self._waiting[key] = idle
+                return await reader.readline()
+        except TimeoutError:
+            return b""
+        finally:
+            self._waiting.pop(key, None)
+
+    def _make_room_for(self, writer: asyncio.StreamWriter) -> bool:
+        """One connection over DAEMON_MAX_CONNECTIONS: close the one waiting longest for a request (its
+        idle bound ends now); when every other is busy with one, refuse this one in one line (False)."""
+        longest = next(iter(self._waiting), None)
+        if longest is None:
+            writer.write(_encode({"ok": False, "error": f"{DAEMON_MAX_CONNECTIONS} connections are busy; try again"}))
+            return False
+        self._waiting.pop(longest).reschedule(asyncio.get_running_loop().time())
+        self._connections_closed += 1
+        return True
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
@@ -478,6 +509,8 @@ class RecallDaemon:
             "requests": self._requests,
             "refused_peers": self._refused_peers,
             "connections": len(self._writers),
+            "max_connections": DAEMON_MAX_CONNECTIONS,
+            "connections_closed": self._connections_closed,
             "tasks": len(asyncio.all_tasks()),
             "threads": threading.active_count(),
             "fds": _open_fds(),
