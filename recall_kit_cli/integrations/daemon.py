@@ -328,7 +328,10 @@ class RecallDaemon:
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
-            message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
+            try:
+                message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
+            except RecursionError:  # json recurses once per level: a line of 100,000 "[" is no request
+                return {"ok": False, "error": "not JSON: nested too deeply"}
             if not isinstance(message, dict):
                 raise _RequestError("a request is a JSON object")
             op = message.get("op")

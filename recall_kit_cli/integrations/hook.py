@@ -70,6 +70,8 @@ def run_hook(
             payload = json.loads(raw)
         except ValueError as exc:
             raise _HookFailure(f"hook input is not JSON ({exc})") from None
+        except RecursionError:  # json recurses once per level: [[[[...]]]] 100,000 deep
+            raise _HookFailure("hook input is not JSON (nested too deeply)") from None
         if not isinstance(payload, dict):
             raise _HookFailure("hook input is not a JSON object")
         event = str(payload.get("hook_event_name") or "?")
