@@ -24,7 +24,13 @@ import time
 from typing import IO, Any
 
 from memory_store import RecallKitError  # its errors module alone: cheap
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, WRITING_NOTE_MAX_CHARS, bounded_prompt
+from recall_kit.limits import (
+    HOOK_CONTEXT_MAX_CHARS,
+    HOOK_LOG_MAX_BYTES,
+    HOOK_MAX_STDIN_BYTES,
+    WRITING_NOTE_MAX_CHARS,
+    bounded_prompt,
+)
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, check_socket_folder, listening, request
@@ -302,7 +308,7 @@ class _SpawnedDaemon:
 
     def __init__(self, paths: RuntimePaths, env: dict[str, str], *, spawn_lock: int) -> None:
         self.log_path = paths.daemon_log
-        log = open_log(paths.daemon_log)
+        log = open_log(paths.daemon_log, rotate_at=HOOK_LOG_MAX_BYTES)  # as the hook log: one old file kept
         try:
             self.log_start = os.fstat(log).st_size  # its own words start here
             self.process = subprocess.Popen(

@@ -15,7 +15,7 @@ from pathlib import Path
 from integration_support import DEPLOY_PROMPT, RECALL_KIT, Daemon, Env, wait_for
 
 from recall_kit._vocabulary import VOCABULARY_LEAD, WRITING_NOTE
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS
+from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_LOG_MAX_BYTES
 
 
 def _event(name: str, **fields: object) -> dict[str, object]:
@@ -61,6 +61,17 @@ def test_session_start_starts_the_daemon_and_returns_at_once_so_the_first_prompt
     first = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
     assert b"Fly.io" in first.stdout and WRITING_NOTE.encode() not in first.stdout  # given once a session
     assert env.hook_log.read_text().count("started a daemon") == 1
+
+
+def test_the_daemon_log_of_a_started_daemon_rotates_past_its_bound_into_one_old_file(env: Env) -> None:
+    daemon_log = env.hook_log.with_name("daemon.log")
+    daemon_log.parent.mkdir(mode=0o700, parents=True)
+    daemon_log.write_text("a line of a daemon long gone\n" * (HOOK_LOG_MAX_BYTES // 29 + 1))
+    daemon_log.chmod(0o600)
+    env.hook(_event("SessionStart", source="startup"))
+    wait_for(lambda: _answers(env), "the daemon SessionStart started to answer", timeout=30)
+    assert daemon_log.stat().st_size < HOOK_LOG_MAX_BYTES
+    assert daemon_log.with_name("daemon.log.1").stat().st_size > HOOK_LOG_MAX_BYTES
 
 
 def _keyworded(memories: Path) -> Path:
