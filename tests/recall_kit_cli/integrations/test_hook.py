@@ -209,6 +209,37 @@ def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: 
     wait_for(lambda: env.hook_log.exists() and "did not answer in time" in env.hook_log.read_text(), "the log line")
 
 
+def test_a_daemon_that_never_accepts_costs_under_the_budget(env: Env, memories: Path) -> None:
+    # a stopped or wedged daemon: its socket listens, its backlog is full and nothing accepts
+    env.socket.parent.mkdir(mode=0o700, parents=True)
+    wedged = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    wedged.bind(str(env.socket))
+    wedged.listen(0)
+    queued: list[socket.socket] = []
+    try:
+        while True:
+            waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            waiting.setblocking(False)
+            try:
+                waiting.connect(str(env.socket))
+            except BlockingIOError:
+                waiting.close()
+                break
+            queued.append(waiting)
+        for event in (_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), _event("SessionStart", source="startup")):
+            started = time.monotonic()
+            result = env.hook(event, memories, timeout=20)
+            assert (result.returncode, result.stdout) == (0, b"")
+            assert time.monotonic() - started < 3.0  # the hook gives up by itself, it never waits on the connect
+        status = env.run("serve", "--status", timeout=20)
+        assert status.returncode != 0 and b"daemon" in status.stderr
+    finally:
+        for waiting in queued:
+            waiting.close()
+        wedged.close()
+    assert "cannot reach the daemon" in env.hook_log.read_text()
+
+
 def test_the_hook_says_when_another_process_holds_the_daemons_lock(env: Env, memories: Path) -> None:
     env.lock.parent.mkdir(mode=0o700, parents=True)
     with open(env.lock, "w") as lock:
