@@ -551,8 +551,7 @@ class RecallDaemon:
         Opening one more than ``max_stores`` closes the least recently used first."""
         opening = self._recallers.pop(key, None)
         if opening is None:
-            room = self._make_room()
-            opening = asyncio.get_running_loop().create_task(self._open_after(room, key))
+            opening = asyncio.get_running_loop().create_task(self._open_checked(key))
         self._recallers[key] = opening  # the most recently used, last
         try:
             return await asyncio.shield(opening)
@@ -561,10 +560,10 @@ class RecallDaemon:
                 del self._recallers[key]  # a root set refused or missing now gets another try later
             raise
 
-    def _make_room(self) -> list[asyncio.Task[None]]:
-        """Start closing the least recently used root sets (and their sessions) until one more fits."""
+    def _make_room(self, key: tuple[str, ...]) -> list[asyncio.Task[None]]:
+        """Start closing the least recently used root sets (and their sessions) until ``key`` fits."""
         closing = []
-        while len(self._recallers) >= self.max_stores:
+        while len(self._recallers) - (key in self._recallers) >= self.max_stores:
             victim = next((key for key, opening in self._recallers.items() if opening.done()), None)
             if victim is None:
                 raise _RequestError(f"{len(self._recallers)} root sets are opening at once; try again once they are open")
@@ -583,14 +582,16 @@ class RecallDaemon:
         except Exception:  # the root set is gone from the daemon either way; what failed is logged
             _log.exception("closing the root set %s failed", list(key))
 
-    async def _open_after(self, closing: list[asyncio.Task[None]], key: tuple[str, ...]) -> Recaller:
-        """Open ``key`` once the stores it replaces are closed: never more than ``max_stores`` at once."""
+    async def _open_checked(self, key: tuple[str, ...]) -> Recaller:
+        """Open ``key`` once it passed the root checks (off the loop: they count entries) and the stores
+        it replaces are closed: a refused set closes nothing, and never more than ``max_stores`` are open."""
+        await in_thread(lambda: check_root_set(key))  # before anything walks or watches them
+        closing = self._make_room(key)
         if closing:
             await asyncio.gather(*closing)
         return await in_thread(lambda: self._open(key), abandon=close_quietly)
 
     def _open(self, key: tuple[str, ...]) -> Recaller:
-        check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
         enricher = (
             Enricher.from_config(self._selector_config, lane=self._lane)

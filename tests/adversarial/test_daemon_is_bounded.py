@@ -170,6 +170,19 @@ def test_open_root_sets_stay_bounded_least_recently_used_closed_first(env: Env, 
     assert answers[1]["delivery"]["refs"] == [f"{Path(roots[1]).name}/project/notes.md"]
 
 
+def test_a_refused_root_set_closes_no_open_store_nor_its_sessions(env: Env, daemon: Daemon, tmp_path: Path) -> None:
+    for n in range(DAEMON_MAX_STORES):
+        root = tmp_path / f"project{n}"
+        (root / "project").mkdir(parents=True)
+        (root / "project" / "notes.md").write_text(MEMORY.format(n=n))
+        assert _ask(env, _begin(f"s{n}", [str(root)], f"how does project{n} deploy"))[0] == {"ok": True}
+    for refused in ("/", env.vars["HOME"], str(tmp_path / "project0" / "project" / "notes.md")):
+        assert _ask(env, _begin("bad", [refused]))[0]["ok"] is False
+    status = _status(env)
+    assert (len(status["stores"]), status["stores_closed"]) == (DAEMON_MAX_STORES, 0)
+    assert (status["sessions"], status["sessions_dropped"]) == (DAEMON_MAX_STORES, 0)
+
+
 # --- sessions ---------------------------------------------------------------------------------
 
 
