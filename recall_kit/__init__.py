@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from recall_kit._settings import load_selector_config as load_selector_config
     from recall_kit._learn import Learner as Learner
     from recall_kit._learn import learnable_words as learnable_words
-    from recall_kit._secrets import scrub_secrets as scrub_secrets
     from recall_kit._enricher import Enricher as Enricher
     from recall_kit._enricher import EnrichmentResult as EnrichmentResult
     from recall_kit._enricher import docs_to_enrich as docs_to_enrich
@@ -67,6 +66,7 @@ if TYPE_CHECKING:
     from recall_kit._open import open_watched as open_watched
     from recall_kit._recaller import Recaller as Recaller
     from recall_kit._render import render_memories as render_memories
+    from recall_kit._secrets import scrub_secrets as scrub_secrets
     from recall_kit._selector import ModelSelector as ModelSelector
     from recall_kit._model_lane import ModelLane as ModelLane
     from recall_kit._selector import Selection as Selection
@@ -133,7 +133,6 @@ _EXPORTS: dict[str, str] = {
     "load_selector_config": "recall_kit._settings",
     "Learner": "recall_kit._learn",
     "learnable_words": "recall_kit._learn",
-    "scrub_secrets": "recall_kit._secrets",
     "Enricher": "recall_kit._enricher",
     "EnrichmentResult": "recall_kit._enricher",
     "BackgroundEnrichment": "recall_kit._background_enrichment",
@@ -147,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "WatchedStore": "recall_kit._open",
     # rendering and telemetry
     "render_memories": "recall_kit._render",
+    "scrub_secrets": "recall_kit._secrets",  # what is a secret: learning, doctor and the trail ask it
     "BODY_BUDGET": "recall_kit.limits",
     "Telemetry": "recall_kit._telemetry",
     "Sink": "recall_kit._telemetry",

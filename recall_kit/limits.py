@@ -91,7 +91,7 @@ PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded promp
 # The hook reads Claude Code's whole event to find its few fields; a prompt or tool response can be
 # large, and the prompt is cut only once the event is parsed.
 HOOK_MAX_STDIN_BYTES = 64 << 20
-HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log rotates once past this, keeping one old file
+HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log, and the daemon log at each start, rotate once past this, keeping one old file
 # The recall trail (`recall-kit hook log`): about 4,000 prompts of 250 bytes in each of its two
 # files; a prompt's text, kept only on request, is cut to its first TRAIL_PROMPT_CHARS characters.
 TRAIL_MAX_BYTES = 1 << 20
@@ -108,6 +108,13 @@ DAEMON_MAX_ROOTS = 16
 # five threads); opening one more closes the least recently used, and its sessions with it.
 DAEMON_MAX_STORES = 16
 DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more closes the least recently used
+# Connections open at once (a hook holds one for under a second): one more closes the one waiting
+# longest for a request, so clients that connect and stall never use up the daemon's descriptors (a
+# soft limit of 1,024 is common) and a hook is still answered. A connection that sends no whole
+# request line for DAEMON_CONNECTION_IDLE_S is closed, so a client stalled mid-line never keeps the
+# daemon from its idle exit.
+DAEMON_MAX_CONNECTIONS = 256
+DAEMON_CONNECTION_IDLE_S = 60.0
 # The daemon's background enrichment, across all its stores: calls in flight and started a minute
 # (a prompt's selector call always goes first). A memory the agent writes now and then is enriched
 # at once; a backlog of 200 memories takes 20 minutes, one at a time behind the user's own prompts.

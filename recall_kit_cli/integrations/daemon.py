@@ -38,7 +38,9 @@ from recall_kit import (
 )
 from recall_kit.settings import DEFAULT_IDLE_TIMEOUT_S
 from recall_kit.limits import (
+    DAEMON_CONNECTION_IDLE_S,
     DAEMON_ENRICH_CALLS_PER_MINUTE,
+    DAEMON_MAX_CONNECTIONS,
     DAEMON_ENRICH_CONCURRENCY,
     DAEMON_MAX_SESSIONS,
     DAEMON_MAX_STORES,
@@ -132,6 +134,9 @@ class RecallDaemon:
         self._conversations: dict[str, _Conversation] = {}
         self._writers: set[asyncio.StreamWriter] = set()
         self._clients: set[asyncio.Task[Any]] = set()  # one per connection, cancelled on a stop
+        # the connections waiting for their next request line, the longest waiting first
+        self._waiting: dict[object, asyncio.Timeout] = {}
+        self._connections_closed = 0  # waiting ones closed to make room for another
         self._stopping = asyncio.Event()
         self._last_request = time.monotonic()
         self._started = time.monotonic()
@@ -273,9 +278,11 @@ class RecallDaemon:
                 writer.write(b'{"ok": false, "error": "refused: this daemon serves only its own user"}\n')
                 await writer.drain()
                 return
+            if len(self._clients) > DAEMON_MAX_CONNECTIONS and not self._make_room_for(writer):
+                return
             while not self._stopping.is_set():
                 try:
-                    line = await reader.readline()
+                    line = await self._next_line(reader)
                 except (ValueError, asyncio.LimitOverrunError):
                     writer.write(_encode({"ok": False, "error": f"request over {PROTOCOL_MAX_LINE_BYTES} bytes"}))
                     await writer.drain()
@@ -295,9 +302,36 @@ class RecallDaemon:
             self._last_request = time.monotonic()
             writer.close()
 
+    async def _next_line(self, reader: asyncio.StreamReader) -> bytes:
+        """The connection's next request line; b"" when it closes, sends none in DAEMON_CONNECTION_IDLE_S,
+        or is closed to make room (``_make_room_for``)."""
+        key = object()
+        try:
+            async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as idle:
+                self._waiting[key] = idle
+                return await reader.readline()
+        except TimeoutError:
+            return b""
+        finally:
+            self._waiting.pop(key, None)
+
+    def _make_room_for(self, writer: asyncio.StreamWriter) -> bool:
+        """One connection over DAEMON_MAX_CONNECTIONS: close the one waiting longest for a request (its
+        idle bound ends now); when every other is busy with one, refuse this one in one line (False)."""
+        longest = next(iter(self._waiting), None)
+        if longest is None:
+            writer.write(_encode({"ok": False, "error": f"{DAEMON_MAX_CONNECTIONS} connections are busy; try again"}))
+            return False
+        self._waiting.pop(longest).reschedule(asyncio.get_running_loop().time())
+        self._connections_closed += 1
+        return True
+
     async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
-            message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
+            try:
+                message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
+            except RecursionError:  # json recurses once per level: a line of 100,000 "[" is no request
+                return {"ok": False, "error": "not JSON: nested too deeply"}
             if not isinstance(message, dict):
                 raise _RequestError("a request is a JSON object")
             op = message.get("op")
@@ -478,6 +512,8 @@ class RecallDaemon:
             "requests": self._requests,
             "refused_peers": self._refused_peers,
             "connections": len(self._writers),
+            "max_connections": DAEMON_MAX_CONNECTIONS,
+            "connections_closed": self._connections_closed,
             "tasks": len(asyncio.all_tasks()),
             "threads": threading.active_count(),
             "fds": _open_fds(),
@@ -515,8 +551,7 @@ class RecallDaemon:
         Opening one more than ``max_stores`` closes the least recently used first."""
         opening = self._recallers.pop(key, None)
         if opening is None:
-            room = self._make_room()
-            opening = asyncio.get_running_loop().create_task(self._open_after(room, key))
+            opening = asyncio.get_running_loop().create_task(self._open_checked(key))
         self._recallers[key] = opening  # the most recently used, last
         try:
             return await asyncio.shield(opening)
@@ -525,10 +560,10 @@ class RecallDaemon:
                 del self._recallers[key]  # a root set refused or missing now gets another try later
             raise
 
-    def _make_room(self) -> list[asyncio.Task[None]]:
-        """Start closing the least recently used root sets (and their sessions) until one more fits."""
+    def _make_room(self, key: tuple[str, ...]) -> list[asyncio.Task[None]]:
+        """Start closing the least recently used root sets (and their sessions) until ``key`` fits."""
         closing = []
-        while len(self._recallers) >= self.max_stores:
+        while len(self._recallers) - (key in self._recallers) >= self.max_stores:
             victim = next((key for key, opening in self._recallers.items() if opening.done()), None)
             if victim is None:
                 raise _RequestError(f"{len(self._recallers)} root sets are opening at once; try again once they are open")
@@ -547,14 +582,16 @@ class RecallDaemon:
         except Exception:  # the root set is gone from the daemon either way; what failed is logged
             _log.exception("closing the root set %s failed", list(key))
 
-    async def _open_after(self, closing: list[asyncio.Task[None]], key: tuple[str, ...]) -> Recaller:
-        """Open ``key`` once the stores it replaces are closed: never more than ``max_stores`` at once."""
+    async def _open_checked(self, key: tuple[str, ...]) -> Recaller:
+        """Open ``key`` once it passed the root checks (off the loop: they count entries) and the stores
+        it replaces are closed: a refused set closes nothing, and never more than ``max_stores`` are open."""
+        await in_thread(lambda: check_root_set(key))  # before anything walks or watches them
+        closing = self._make_room(key)
         if closing:
             await asyncio.gather(*closing)
         return await in_thread(lambda: self._open(key), abandon=close_quietly)
 
     def _open(self, key: tuple[str, ...]) -> Recaller:
-        check_root_set(key)  # before anything walks or watches them
         # the selector is the daemon's, shared by every root set; the Recaller closes the rest
         enricher = (
             Enricher.from_config(self._selector_config, lane=self._lane)

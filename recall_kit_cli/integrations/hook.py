@@ -24,7 +24,13 @@ import time
 from typing import IO, Any
 
 from memory_store import RecallKitError  # its errors module alone: cheap
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_MAX_STDIN_BYTES, WRITING_NOTE_MAX_CHARS, bounded_prompt
+from recall_kit.limits import (
+    HOOK_CONTEXT_MAX_CHARS,
+    HOOK_LOG_MAX_BYTES,
+    HOOK_MAX_STDIN_BYTES,
+    WRITING_NOTE_MAX_CHARS,
+    bounded_prompt,
+)
 from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, check_socket_folder, listening, request
@@ -70,6 +76,8 @@ def run_hook(
             payload = json.loads(raw)
         except ValueError as exc:
             raise _HookFailure(f"hook input is not JSON ({exc})") from None
+        except RecursionError:  # json recurses once per level: [[[[...]]]] 100,000 deep
+            raise _HookFailure("hook input is not JSON (nested too deeply)") from None
         if not isinstance(payload, dict):
             raise _HookFailure("hook input is not a JSON object")
         event = str(payload.get("hook_event_name") or "?")
@@ -300,7 +308,7 @@ class _SpawnedDaemon:
 
     def __init__(self, paths: RuntimePaths, env: dict[str, str], *, spawn_lock: int) -> None:
         self.log_path = paths.daemon_log
-        log = open_log(paths.daemon_log)
+        log = open_log(paths.daemon_log, rotate_at=HOOK_LOG_MAX_BYTES)  # as the hook log: one old file kept
         try:
             self.log_start = os.fstat(log).st_size  # its own words start here
             self.process = subprocess.Popen(

@@ -91,10 +91,14 @@ def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float
 
 
 def listening(path: Path | str) -> bool:
-    """Whether anything accepts connections at ``path`` (nothing is sent)."""
+    """Whether anything listens at ``path`` (nothing is sent), answered at once: a listener whose
+    backlog is full (stopped, or stuck) counts, and is never waited on."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)  # a blocking connect would wait for as long as the listener does not accept
     try:
         probe.connect(str(path))
+        return True
+    except BlockingIOError:  # EAGAIN: it listens, and its backlog is full
         return True
     except OSError:
         return False

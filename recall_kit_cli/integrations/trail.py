@@ -7,7 +7,7 @@ timing and the model's fallback reason), and one per memory version its backgrou
 handled (the ref, the outcome, the term counts: never the memory's text or terms). The file is ``trail.jsonl`` in the state folder, private
 (0600, this user's, never through a symlink: ``_runtime.open_log``), rotated past
 ``TRAIL_MAX_BYTES`` into one old file. It holds no prompt text unless ``RECALL_KIT_TRAIL_PROMPTS=1``
-(then the first ``TRAIL_PROMPT_CHARS`` characters, what the secret scrubber blanks left out), and of a model's failure only its kind and
+(then the first ``TRAIL_PROMPT_CHARS`` characters, secrets blanked by ``recall_kit.scrub_secrets``), and of a model's failure only its kind and
 status, never the server's words (an error body can echo the request, prompt and all);
 ``RECALL_KIT_TRAIL=0`` turns it off. Every line read back is untrusted: one that is not what the
 daemon writes (a time of 1e20, roots that are a number) is left out, never a traceback.
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import read_private
-from recall_kit.limits import TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
+from recall_kit import scrub_secrets
+from recall_kit.limits import PROMPT_HEAD_CHARS, TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
 from recall_kit_cli._output import json_text
 from recall_kit_cli.integrations._runtime import append_line
 
@@ -43,12 +44,11 @@ class Trail:
         self.failures = 0  # lines that could not be written (an unsafe state folder): counted, never raised
 
     def begin(self, session: str, roots: Sequence[str], query: str) -> None:
-        """A prompt began: its session, its roots and its length (its head only when asked for)."""
+        """A prompt began: its session, its roots and its length (its head only when asked for, with
+        what the secret scrubber blanks blanked: scrubbed before the cut, so a key across it is seen whole)."""
         record: dict[str, Any] = {"kind": "begin", "session": session, "roots": list(roots), "prompt_chars": len(query)}
         if self.keep_prompts:
-            from recall_kit import scrub_secrets  # the one scrubber; read past the cut, so a key across it goes whole
-
-            record["prompt"] = scrub_secrets(query[: 2 * TRAIL_PROMPT_CHARS])[:TRAIL_PROMPT_CHARS]
+            record["prompt"] = scrub_secrets(query[:PROMPT_HEAD_CHARS])[:TRAIL_PROMPT_CHARS]
         self._write(record)
 
     def refused(self, session: str, reason: str) -> None:

@@ -1,11 +1,13 @@
 """Whatever its clients ask, the daemon's work is bounded: it opens only folders of memories, keeps
 at most DAEMON_MAX_STORES root sets and DAEMON_MAX_SESSIONS sessions (least recently used first
-out), and SIGTERM ends it even while a root set's open is stuck."""
+out) and DAEMON_MAX_CONNECTIONS connections (the one waiting longest for a request first out), and
+SIGTERM ends it even while a root set's open is stuck."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -18,7 +20,13 @@ import pytest
 from integration_support import DEPLOY_PROMPT, Daemon, Env, daemon, env, memories, wait_for  # noqa: F401
 
 from recall_kit._cache_file import roots_key
-from recall_kit.limits import DAEMON_MAX_ROOT_ENTRIES, DAEMON_MAX_ROOTS, DAEMON_MAX_SESSIONS, DAEMON_MAX_STORES
+from recall_kit.limits import (
+    DAEMON_MAX_CONNECTIONS,
+    DAEMON_MAX_ROOT_ENTRIES,
+    DAEMON_MAX_ROOTS,
+    DAEMON_MAX_SESSIONS,
+    DAEMON_MAX_STORES,
+)
 
 MEMORY = "---\nname: Root set {n}\ndescription: notes of project number{n}\ntype: project\n---\nproject{n} deploys with make ship{n}.\n"
 
@@ -162,6 +170,19 @@ def test_open_root_sets_stay_bounded_least_recently_used_closed_first(env: Env, 
     assert answers[1]["delivery"]["refs"] == [f"{Path(roots[1]).name}/project/notes.md"]
 
 
+def test_a_refused_root_set_closes_no_open_store_nor_its_sessions(env: Env, daemon: Daemon, tmp_path: Path) -> None:
+    for n in range(DAEMON_MAX_STORES):
+        root = tmp_path / f"project{n}"
+        (root / "project").mkdir(parents=True)
+        (root / "project" / "notes.md").write_text(MEMORY.format(n=n))
+        assert _ask(env, _begin(f"s{n}", [str(root)], f"how does project{n} deploy"))[0] == {"ok": True}
+    for refused in ("/", env.vars["HOME"], str(tmp_path / "project0" / "project" / "notes.md")):
+        assert _ask(env, _begin("bad", [refused]))[0]["ok"] is False
+    status = _status(env)
+    assert (len(status["stores"]), status["stores_closed"]) == (DAEMON_MAX_STORES, 0)
+    assert (status["sessions"], status["sessions_dropped"]) == (DAEMON_MAX_STORES, 0)
+
+
 # --- sessions ---------------------------------------------------------------------------------
 
 
@@ -180,6 +201,93 @@ def test_live_sessions_stay_bounded_least_recently_used_dropped_first(env: Env, 
     assert status["sessions_dropped"] == extra
     closed = _ask(env, *({"op": "close_session", "session": f"s{n}"} for n in (0, 1, extra, extra + 1, total - 1)))
     assert [c["closed"] for c in closed] == [True, False, False, True, True]
+
+
+# --- connections ------------------------------------------------------------------------------
+
+# `recall-kit serve` with a connection's idle bound cut to half a second (the real one is a minute).
+SERVE_WITH_A_SHORT_CONNECTION_IDLE = r"""
+import sys
+import recall_kit_cli.integrations.daemon as daemon
+
+daemon.DAEMON_CONNECTION_IDLE_S = 0.5
+sys.argv = ["recall-kit", "serve", "--fast-only"]
+from recall_kit_cli.main import main
+main()
+"""
+
+
+def _stalled_clients(env: Env, count: int) -> list[socket.socket]:
+    """``count`` connections that each send half a request and then nothing (each connect retried
+    while the listen backlog is full; a daemon that stops accepting fails the wait, never hangs it)."""
+    clients: list[socket.socket] = []
+
+    def connected() -> bool:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.setblocking(False)
+        try:
+            client.connect(str(env.socket))
+        except BlockingIOError:  # the backlog is full until the daemon accepts
+            client.close()
+            return False
+        client.setblocking(True)
+        client.sendall(b'{"op": "status"')
+        clients.append(client)
+        return True
+
+    try:
+        for _ in range(count):
+            wait_for(connected, f"the daemon to accept connection {len(clients) + 1} of {count}")
+    except BaseException:
+        for client in clients:
+            client.close()
+        raise
+    return clients
+
+
+def test_clients_that_connect_and_stall_never_use_up_the_daemons_descriptors(env: Env, memories: Path) -> None:
+    descriptors = 1024  # a common soft limit: four times the bound, room for the daemon's own files and accept batches
+    flood = descriptors + 100
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < flood + 256:
+        pytest.skip(f"this process may open only {hard} files, fewer than the {flood} connections of the flood")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, flood + 256), hard))
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, hard))
+
+    process = subprocess.Popen([sys.executable, "-m", "recall_kit_cli", "serve", "--fast-only"], env=env.vars,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=low_limit)
+    clients: list[socket.socket] = []
+    try:
+        assert process.stdout is not None and process.stdout.readline()  # listening
+        clients = _stalled_clients(env, flood)
+        prompt = {"session_id": "s-1", "cwd": "/", "hook_event_name": "UserPromptSubmit", "prompt": DEPLOY_PROMPT}
+        assert b"Fly.io" in env.hook(prompt, memories).stdout
+        status = _status(env)
+        assert status["connections"] <= DAEMON_MAX_CONNECTIONS + 1
+        assert status["connections_closed"] >= flood - DAEMON_MAX_CONNECTIONS
+    finally:
+        for client in clients:
+            client.close()
+        _sigterm_ends_it(process)
+        process.stdout.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_client_stalled_mid_request_is_closed_and_keeps_no_slot(env: Env) -> None:
+    process = subprocess.Popen([sys.executable, "-c", SERVE_WITH_A_SHORT_CONNECTION_IDLE], env=env.vars,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdout is not None and process.stdout.readline()  # listening
+        (stalled,) = _stalled_clients(env, 1)
+        stalled.settimeout(30)
+        assert stalled.recv(1) == b""  # closed by the daemon, with nothing said
+        stalled.close()
+        assert _status(env)["connections"] == 1  # this one
+    finally:
+        _sigterm_ends_it(process)
+        process.stdout.close()
 
 
 # --- SIGTERM ----------------------------------------------------------------------------------

@@ -164,6 +164,21 @@ def test_a_daemon_request_that_is_not_utf8_is_answered_so(env: Env, daemon: Daem
     assert answers[1]["ok"] is True  # the connection survives
 
 
+def test_input_nested_too_deeply_is_one_line_from_the_hook_and_the_daemon(env: Env, daemon: Daemon) -> None:  # noqa: F811
+    nested = "[" * 100_000 + "]" * 100_000
+    result = env.run("hook", "claude-code", input=nested)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert env.hook_log.read_text().splitlines()[-1].endswith("hook input is not JSON (nested too deeply)")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(env.socket))
+        sock.sendall(nested.encode() + b'\n{"op": "status"}\n')
+        reader = sock.makefile("rb")
+        answers = [json.loads(reader.readline()) for _ in range(2)]
+    assert answers[0] == {"ok": False, "error": "not JSON: nested too deeply"}
+    assert answers[1]["ok"] is True  # the connection survives
+
+
 def test_a_symlink_planted_between_the_check_and_the_link_is_named_as_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from integration_support import DEPLOY_PROMPT, RECALL_KIT, Daemon, Env, wait_for
 
 from recall_kit._vocabulary import VOCABULARY_LEAD, WRITING_NOTE
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS
+from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_LOG_MAX_BYTES
 
 
 def _event(name: str, **fields: object) -> dict[str, object]:
@@ -61,6 +61,17 @@ def test_session_start_starts_the_daemon_and_returns_at_once_so_the_first_prompt
     first = env.hook(_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), memories)
     assert b"Fly.io" in first.stdout and WRITING_NOTE.encode() not in first.stdout  # given once a session
     assert env.hook_log.read_text().count("started a daemon") == 1
+
+
+def test_the_daemon_log_of_a_started_daemon_rotates_past_its_bound_into_one_old_file(env: Env) -> None:
+    daemon_log = env.hook_log.with_name("daemon.log")
+    daemon_log.parent.mkdir(mode=0o700, parents=True)
+    daemon_log.write_text("a line of a daemon long gone\n" * (HOOK_LOG_MAX_BYTES // 29 + 1))
+    daemon_log.chmod(0o600)
+    env.hook(_event("SessionStart", source="startup"))
+    wait_for(lambda: _answers(env), "the daemon SessionStart started to answer", timeout=30)
+    assert daemon_log.stat().st_size < HOOK_LOG_MAX_BYTES
+    assert daemon_log.with_name("daemon.log.1").stat().st_size > HOOK_LOG_MAX_BYTES
 
 
 def _keyworded(memories: Path) -> Path:
@@ -196,6 +207,37 @@ def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: 
     assert (result.returncode, result.stdout) == (0, b"")
     assert elapsed < 3.0  # the hook gives up by itself (its budget is 0.9 s), it does not hang
     wait_for(lambda: env.hook_log.exists() and "did not answer in time" in env.hook_log.read_text(), "the log line")
+
+
+def test_a_daemon_that_never_accepts_costs_under_the_budget(env: Env, memories: Path) -> None:
+    # a stopped or wedged daemon: its socket listens, its backlog is full and nothing accepts
+    env.socket.parent.mkdir(mode=0o700, parents=True)
+    wedged = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    wedged.bind(str(env.socket))
+    wedged.listen(0)
+    queued: list[socket.socket] = []
+    try:
+        while True:
+            waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            waiting.setblocking(False)
+            try:
+                waiting.connect(str(env.socket))
+            except BlockingIOError:
+                waiting.close()
+                break
+            queued.append(waiting)
+        for event in (_event("UserPromptSubmit", prompt=DEPLOY_PROMPT), _event("SessionStart", source="startup")):
+            started = time.monotonic()
+            result = env.hook(event, memories, timeout=20)
+            assert (result.returncode, result.stdout) == (0, b"")
+            assert time.monotonic() - started < 3.0  # the hook gives up by itself, it never waits on the connect
+        status = env.run("serve", "--status", timeout=20)
+        assert status.returncode != 0 and b"daemon" in status.stderr
+    finally:
+        for waiting in queued:
+            waiting.close()
+        wedged.close()
+    assert "cannot reach the daemon" in env.hook_log.read_text()
 
 
 def test_the_hook_says_when_another_process_holds_the_daemons_lock(env: Env, memories: Path) -> None:

@@ -137,16 +137,22 @@ def test_prompt_text_is_kept_only_when_asked_for(env: Env, memories: Path) -> No
     assert prompt["prompt"] == DEPLOY_PROMPT
 
 
-def test_a_kept_prompt_keeps_no_secret(tmp_path: Path) -> None:
+def test_a_kept_prompt_head_has_its_secrets_blanked_before_it_reaches_the_trail(tmp_path: Path) -> None:
+    from recall_kit_cli.integrations.trail import describe
+
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
+    key = "sk-proj-Abc123XyZ987qwertyUIOP555"
+    across = "x " * 95 + "ghp_" + "a1B2c3D4e5F6g7H8i9J0"  # a token the 200-character cut goes through
     trail = Trail(state / "trail.jsonl", keep_prompts=True)
-    key = "ghp_" + "x7Qm2" * 8
-    trail.begin("s-1", ["/r"], "deploy with DB_PASSWORD=gravelmoon and AKIAIOSFODNN7EXAMPLE please")
-    trail.begin("s-2", ["/r"], "a" * 190 + " " + key)  # a key across the kept head's end
-    kept = (state / "trail.jsonl").read_text()
-    assert "deploy with" in kept and "please" in kept
-    assert "gravelmoon" not in kept and "AKIAIOSFODNN7EXAMPLE" not in kept and "ghp_x7Qm" not in kept
+    trail.begin("s-1", ["/r"], f"deploy with OPENAI_API_KEY={key}, the password is hunter2")
+    trail.begin("s-2", ["/r"], across)
+    written = (state / "trail.jsonl").read_text()
+    assert key not in written and "hunter2" not in written and "ghp_" not in written
+    first, second = read_trail(state / "trail.jsonl", limit=5)
+    assert first.prompt is not None and first.prompt.startswith("deploy with")
+    assert first.prompt_chars == len(f"deploy with OPENAI_API_KEY={key}, the password is hunter2")
+    assert key not in "\n".join(describe(first)) and second.prompt is not None and "ghp_" not in second.prompt
 
 
 def test_the_trail_is_off_with_its_setting(env: Env, memories: Path) -> None:
