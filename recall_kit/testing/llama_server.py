@@ -101,7 +101,11 @@ class LlamaServer:
             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads), "--verbose", "False",
         ]
-        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        # OpenMP's threads spin at each of the graph's barriers by default: on a busy machine one of them is
+        # descheduled and the other spins out its slice, so a selector's prompt took over 330 s beside two
+        # busy loops on 2 cores (8.6 s idle); waiting passively, 42 s beside four. The caller's own setting wins.
+        env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
+        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         try:
             self._wait_ready()
         except BaseException:
