@@ -187,11 +187,17 @@ def test_no_daemon_for_a_tool_event_is_a_quiet_no_op(env: Env) -> None:
     assert env.daemon_pid() is None
 
 
-def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: Path) -> None:
+def _listener_in_the_daemons_place(env: Env, backlog: int) -> socket.socket:
+    """A socket listening where the daemon's would, with nothing behind it."""
     env.socket.parent.mkdir(mode=0o700, parents=True)
-    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    silent.bind(str(env.socket))
-    silent.listen(8)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(env.socket))
+    listener.listen(backlog)
+    return listener
+
+
+def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: Path) -> None:
+    silent = _listener_in_the_daemons_place(env, 8)
     held: list[socket.socket] = []
     accepting = threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True)
     accepting.start()
@@ -211,10 +217,7 @@ def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: 
 
 def test_a_daemon_that_never_accepts_is_given_up_on_not_waited_for(env: Env, memories: Path) -> None:
     # a stopped or wedged daemon: its socket listens, its backlog is full and nothing accepts
-    env.socket.parent.mkdir(mode=0o700, parents=True)
-    wedged = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    wedged.bind(str(env.socket))
-    wedged.listen(0)
+    wedged = _listener_in_the_daemons_place(env, 0)
     queued: list[socket.socket] = []
     try:
         while True:
