@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recall_kit._errors import ConfigError
+from recall_kit._tokenize import as_read
 
 if TYPE_CHECKING:
     import httpx
@@ -209,7 +210,19 @@ def scrub_secrets(text: str, *, sure_only: bool = False) -> str:
 
     With ``sure_only`` (what doctor reports), a value named only in prose is blanked only when it does
     not read as a plain word: "the password is hunter2" is, "the token is kept in 1Password" is not.
+
+    A secret typed in full width (ＰＡＳＳＷＯＲＤ＝ｘ) is seen as the index reads the text (``as_read``):
+    when that reading holds a secret, it is what is returned, blanked.
     """
+    scrubbed = _scrubbed(text, sure_only)
+    folded = as_read(text)
+    if folded is text or folded == text:
+        return scrubbed
+    folded_scrubbed = _scrubbed(folded, sure_only)
+    return scrubbed if folded_scrubbed == folded else folded_scrubbed
+
+
+def _scrubbed(text: str, sure_only: bool) -> str:
     text = _KEY_SHAPES.sub(" ", text)
     text = _PROSE_VALUE.sub(lambda m: m.group() if sure_only and _PLAIN_WORD.fullmatch(m.group("value"))
                             else m.group("lead") + " ", text)

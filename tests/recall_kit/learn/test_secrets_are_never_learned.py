@@ -136,3 +136,22 @@ def test_a_pasted_run_of_dashed_words_is_scrubbed_in_bounded_time(run: str) -> N
     # scrubber by a factor of 3 and leaves the new one 60 times its time on a loaded machine
     assert time.perf_counter() - started < 6.0
     assert "gravelmoon" not in kept
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["ｐａｓｓｗｏｒｄ＝ｇｒａｖｅｌｍｏｏｎ for the db", "export ＰＧＰＡＳＳＷＯＲＤ＝gravelmoon", "ＡＫＩＡＩＯＳＦＯＤＮＮ７ＥＸＡＭＰＬＥ"],
+)
+def test_the_scrubber_sees_a_secret_typed_in_full_width_for_every_caller(line: str) -> None:
+    # the trail's kept head and doctor's report ask the scrubber of the text as typed, not as the index reads it
+    from recall_kit._health_text import secret_columns
+
+    for sure_only in (False, True):
+        kept = scrub_secrets(line, sure_only=sure_only)
+        assert "gravelmoon" not in kept and "ＧＲＡＶＥＬ" not in kept.upper() and "IOSFODNN7" not in kept
+    assert list(secret_columns("a plain line\n" + line)) != []
+
+
+def test_text_the_index_reads_differently_but_without_a_secret_is_kept_as_written() -> None:
+    for line in ("ｗｉｄｅ ｗｏｒｄｓ only", "café … ﬁle ²", "東京の会議"):
+        assert scrub_secrets(line) == line and scrub_secrets(line, sure_only=True) == line
