@@ -363,16 +363,14 @@ def clear_cache_files(
 
 
 def remove_doctor_text(folder: Path, *, keep: Path | None = None) -> None:
-    """Remove doctor's text caches in ``folder`` (every version), but ``keep``; when none is kept (a
-    clearing, a forgetting), its writers' temp files too: a dead one's holds lines of memories. Never raises."""
+    """Remove doctor's text caches in ``folder`` (every version), but ``keep``; never raises. (Its writers'
+    temp files are every writer's: ``_remove_stale_temps``.)"""
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if not name.startswith(DOCTOR_TEXT_PREFIX):
-            continue
-        if (name.endswith(DOCTOR_TEXT_SUFFIX) and folder / name != keep) or (keep is None and name.endswith(TEMP_SUFFIX)):
+        if name.startswith(DOCTOR_TEXT_PREFIX) and name.endswith(DOCTOR_TEXT_SUFFIX) and folder / name != keep:
             with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
                 os.unlink(folder / name)
 
