@@ -126,7 +126,9 @@ def _bound_watchdog_walks() -> None:
 # text holds every path the group watches (a 1,100-level tree made 62 of them, 2.3 MB, in one test).
 # And the walk stops at MAX_FOLDER_DEPTH, but a folder created just below the deepest watched one was
 # watched because its parent was, then its own child, on down the tree. Its groups get an _add_callback
-# that skips both; any other version of watchdog is left as it is.
+# that skips both. watchdog 7.0-7.1.0 keeps its watches in two dicts, path -> watch and watch -> path;
+# 7.1.1 in a tree of folder nodes (``_nodes_by_wd``, found by path with ``_find_node_by_path``), and
+# the dicts are built afresh at each read. Any other layout is left to watchdog, but for the depth.
 _WATCH_GROUP = ("watchdog.observers.inotify", "InotifyWatchGroup")
 
 
@@ -138,27 +140,80 @@ def _bound_watchdog_watches() -> None:
         return
 
     def _add_callback(self: Any, path: bytes) -> None:
-        by_path = getattr(self, "_active_callbacks_by_path", None)
-        by_watch = getattr(self, "_active_callbacks_by_watch", None)
-        if by_path is None or by_watch is None:
-            add(self, path)  # not the group this was written for: as watchdog does it
-            return
-        if path in by_path:
-            return  # watched already: the walk of a folder above found it before its creation event came
         left = _levels_left(os.fsdecode(path))
         if left is not None and left < 0:
             return  # below the deepest folder the scan reads: nothing in it is ever read
+        watches = _watches_of(self)
+        if watches is None:
+            add(self, path)  # not a group this was written for: as watchdog does it
+            return
+        if watches.watch_at(path) is not None:
+            return  # watched already: the walk of a folder above found it before its creation event came
         identity = folder_identity(os.fsdecode(path))
         known = self.__dict__.setdefault("_recall_kit_watch_of", {})
         wd = known.get(identity)
-        if identity is not None and wd is not None and wd in by_watch:
-            # the same folder moved here (inotify keeps one watch per inode): what watchdog's own call
-            # would do, without re-adding a callback it already has for that watch (a RuntimeWarning)
-            by_path[path] = wd
-            by_watch[wd] = path
+        if identity is not None and wd is not None and watches.alive(wd):
+            # the same folder here again (moved, or its creation read twice; inotify keeps one watch per
+            # inode): what watchdog's own call would do, without re-adding the callback (a RuntimeWarning)
+            watches.put(path, wd)
             return
         add(self, path)
-        if identity is not None and path in by_path:
-            known[identity] = by_path[path]
+        wd = watches.watch_at(path)
+        if identity is not None and wd is not None:
+            known[identity] = wd
 
     group._add_callback = _add_callback
+
+
+class _Watches(Protocol):
+    def watch_at(self, path: bytes) -> Any: ...
+    def alive(self, wd: Any) -> bool: ...
+    def put(self, path: bytes, wd: Any) -> None: ...
+
+
+class _FlatWatches:
+    """watchdog 7.0-7.1.0: ``_active_callbacks_by_path`` and ``_active_callbacks_by_watch``, plain dicts."""
+
+    def __init__(self, by_path: dict[bytes, Any], by_watch: dict[Any, bytes]) -> None:
+        self._by_path, self._by_watch = by_path, by_watch
+
+    def watch_at(self, path: bytes) -> Any:
+        return self._by_path.get(path)
+
+    def alive(self, wd: Any) -> bool:
+        return wd in self._by_watch
+
+    def put(self, path: bytes, wd: Any) -> None:
+        self._by_path[path] = wd
+        self._by_watch[wd] = path
+
+
+class _TreeWatches:
+    """watchdog 7.1.1: a node per watched folder, in ``_nodes_by_wd`` while its watch lives."""
+
+    def __init__(self, group: Any, nodes: dict[Any, Any]) -> None:
+        self._group, self._nodes = group, nodes
+
+    def watch_at(self, path: bytes) -> Any:
+        node = self._group._find_node_by_path(path)
+        return node.wd if node is not None and node.wd in self._nodes else None
+
+    def alive(self, wd: Any) -> bool:
+        return wd in self._nodes
+
+    def put(self, path: bytes, wd: Any) -> None:
+        self._group._insert_node(path, wd)
+
+
+def _watches_of(group: Any) -> _Watches | None:
+    """How ``group`` keeps its watches, in the layouts the adapter knows; None for any other."""
+    fields = group.__dict__
+    by_path, by_watch = fields.get("_active_callbacks_by_path"), fields.get("_active_callbacks_by_watch")
+    if isinstance(by_path, dict) and isinstance(by_watch, dict):
+        return _FlatWatches(by_path, by_watch)
+    nodes = fields.get("_nodes_by_wd")
+    if isinstance(nodes, dict) and callable(getattr(group, "_find_node_by_path", None)) and callable(
+        getattr(group, "_insert_node", None)
+    ):
+        return _TreeWatches(group, nodes)
+    return None
