@@ -78,6 +78,9 @@ if TYPE_CHECKING:
     from memory_store._private import private_folder as private_folder
     from memory_store._private import private_lock as private_lock
     from memory_store._write import file_lock as file_lock
+    from memory_store._json import JsonNestingError as JsonNestingError
+    from memory_store._json import parse_json as parse_json
+    from memory_store._json import parse_json_prefix as parse_json_prefix
     from memory_store._public import fixup_module_metadata as fixup_module_metadata
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
@@ -137,6 +140,9 @@ _EXPORTS: dict[str, str] = {
     "MAX_SUPPRESSORS": "memory_store._learned_format",
     "clean_term": "memory_store._learned_format",
     "releases": "memory_store._learned_format",
+    "JsonNestingError": "memory_store._json",
+    "parse_json": "memory_store._json",
+    "parse_json_prefix": "memory_store._json",
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",

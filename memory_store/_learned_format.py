@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_store._fd import SidecarProblem
+from memory_store._json import JsonNestingError, parse_json
 from memory_store._terms import DROP_CATEGORIES, INSPECT_FACTOR, valid_path
 from memory_store._types import Learned
 
@@ -265,13 +266,15 @@ def parse_learned(data: bytes, entries: dict[str, LearnedEntry], first_line: int
             reason = f"line is {len(line)} bytes, over the {MAX_LEARNED_LINE_BYTES}-byte limit"
         else:
             try:
-                path, entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
+                path, entry = _entry(parse_json(line))
             except UnicodeDecodeError as exc:
                 reason = f"invalid UTF-8 at byte {exc.start} of the line"
+            except json.JSONDecodeError:
+                reason = "not valid JSON"
+            except JsonNestingError as exc:
+                reason = f"not valid JSON ({exc})"
             except ValueError as exc:
-                reason = "not valid JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-            except Exception as exc:  # RecursionError on deep nesting, and the like: still one bad line
-                reason = f"not valid JSON ({type(exc).__name__})"
+                reason = str(exc)
         if reason is None:
             touched.add(path)
             if entry is not None:
@@ -290,8 +293,8 @@ def parse_learned(data: bytes, entries: dict[str, LearnedEntry], first_line: int
 
 def _whole_json(line: bytes) -> bool:
     try:
-        json.loads(line)
-    except Exception:  # a cut line fails in any of several ways
+        parse_json(line)
+    except ValueError:  # cut inside a character, a string or a nesting
         return False
     return True
 

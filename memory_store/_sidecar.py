@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
+from memory_store._json import JsonNestingError, parse_json
 from memory_store._fd import (
     SidecarProblem,
     open_current,
@@ -87,15 +88,18 @@ def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[Side
             problems.append((number, f"line is {len(line)} bytes, over the {MAX_LINE_BYTES}-byte limit"))
             continue
         try:
-            entry = _entry(json.loads(line.decode("utf-8")))  # decoded here: json.loads(bytes) may guess UTF-16
+            entry = _entry(parse_json(line))
         except UnicodeDecodeError as exc:
             problems.append((number, f"invalid UTF-8 at byte {exc.start} of the line"))
             continue
-        except ValueError as exc:
-            problems.append((number, str(exc) if not isinstance(exc, json.JSONDecodeError) else "not valid JSON"))
+        except json.JSONDecodeError:
+            problems.append((number, "not valid JSON"))
             continue
-        except Exception as exc:  # RecursionError on deep nesting, and the like: still one bad line
-            problems.append((number, f"not valid JSON ({type(exc).__name__})"))
+        except JsonNestingError as exc:
+            problems.append((number, f"not valid JSON ({exc})"))
+            continue
+        except ValueError as exc:
+            problems.append((number, str(exc)))
             continue
         entries[entry.path] = entry  # a later line for the same path wins
     return entries, problems

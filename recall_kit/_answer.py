@@ -7,12 +7,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from memory_store import MemoryDoc, RecallKitError
+from memory_store import MemoryDoc, RecallKitError, parse_json, parse_json_prefix
 from recall_kit.limits import MAX_MODEL_DOCS
 
 ANSWER_KEY = "selected_memories"
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-_DECODER = json.JSONDecoder()
 _MAX_OPENING_BRACES = 8  # how many "{" in leading prose we try before giving up
 
 
@@ -24,12 +23,12 @@ def decode_object(text: str) -> Any:
     """The JSON value in a model's text: bare, in a code fence, or after some prose; AnswerError if none."""
     text = text.strip()
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError:
         pass
     for fenced in _FENCE.findall(text):
         try:
-            return json.loads(fenced.strip())
+            return parse_json(fenced.strip())
         except ValueError:
             continue
     start = text.find("{")
@@ -37,7 +36,7 @@ def decode_object(text: str) -> Any:
         if start < 0:
             break
         try:
-            return _DECODER.raw_decode(text, start)[0]  # ignores prose after the object
+            return parse_json_prefix(text, start)[0]  # ignores prose after the object
         except ValueError:
             start = text.find("{", start + 1)
     raise AnswerError("answer is not JSON")

@@ -48,6 +48,7 @@ from memory_store import (
     decode_doc,
     encode_doc,
     open_private,
+    parse_json,
     private_folder,
     private_lock,
 )
@@ -331,7 +332,7 @@ def _cache_file(path: Path) -> CacheFile:
 def _stamp_roots(data: bytes, path: Path) -> tuple[str, ...] | None:
     """The roots a stamp names, when they are the ones the cache's name was made from."""
     try:
-        roots = json.loads(data).get("roots")
+        roots = parse_json(data).get("roots")
     except (ValueError, AttributeError):
         return None
     if not isinstance(roots, list) or not all(isinstance(root, str) for root in roots):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Mapping, Self
 
 import httpx
 
+from memory_store import parse_json
 from recall_kit._config import DEFAULT_TIMEOUT_S, SelectorConfig, check_base_url
 from recall_kit._settings import load_selector_config
 from recall_kit._errors import ConfigError
@@ -71,7 +72,7 @@ def _retry_after_s(headers: httpx.Headers) -> float | None:
 
 def _message_content(body: bytes) -> str:
     try:
-        content = json.loads(body)["choices"][0]["message"]["content"]
+        content = parse_json(body)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise _ChatFailure("malformed response body", kind="bad_response") from None
     if not isinstance(content, str):
@@ -82,7 +83,7 @@ def _message_content(body: bytes) -> str:
 def _error_snippet(body: bytes, redact: Redactor) -> str:
     """The server's error message as one short line, redacted before it is cut."""
     try:
-        error = json.loads(body).get("error", "")
+        error = parse_json(body).get("error", "")
         message = error.get("message", "") if isinstance(error, dict) else error
     except (ValueError, AttributeError):
         message = body[:ERROR_SCAN_BYTES].decode("utf-8", "replace")

@@ -178,10 +178,7 @@ class Enricher(ChatModelClient):
                 {"role": "user", "content": memory_message(doc, vocabulary)},
             ]
             text, mode = await self._chat.complete(messages, _response_format, max_tokens=MAX_ENRICH_TOKENS)
-            try:
-                value = decode_object(text)
-            except RecursionError:
-                raise AnswerError("answer is not JSON") from None
+            value = decode_object(text)
             keywords, scenarios, dropped = validate_enrichment(value, doc)
         except _ChatFailure as failure:
             return failed(failure.reason, failure.mode, failure.kind)

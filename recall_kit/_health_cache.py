@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_store import UnsafePathError, open_private, private_folder, read_private
+from memory_store import UnsafePathError, open_private, parse_json, private_folder, read_private
 from recall_kit import _health_text, _secrets
 from recall_kit._cache_file import DOCTOR_TEXT_PREFIX, DOCTOR_TEXT_SUFFIX, TEMP_SUFFIX, default_cache_dir, remove_doctor_text
 from recall_kit._health_text import Reference
@@ -101,8 +101,8 @@ def _read(path: Path) -> dict[str, TextChecks]:
     if data is None:
         return {}
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
+        value = parse_json(data)
+    except ValueError:
         return {}  # damaged (cut short, not JSON, nested past reading): rebuilt by this run's save
     if not isinstance(value, dict):
         return {}

@@ -125,7 +125,7 @@ async def _review(endpoint: ChatEndpoint, group: Finding, roots: Sequence[str]) 
         conflict, explanation, merged = _validated(decode_object(answer))
     except _ChatFailure as failure:
         return MergeProposal(refs, files, failure=f"the model gave no answer: {failure.reason}")
-    except (AnswerError, RecursionError) as exc:
+    except AnswerError as exc:
         return MergeProposal(refs, files, failure=f"the model's answer is not usable: {exc}")
     first = shown[0][0]
     diff = tuple(difflib.unified_diff(

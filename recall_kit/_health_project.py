@@ -14,11 +14,12 @@ says why (``not_seen``).
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
 from dataclasses import dataclass, field
+
+from memory_store import parse_json
 
 PROJECT_MAX_FILES = 50_000  # files and folders walked; a larger tree is a monorepo doctor only samples
 PROJECT_MAX_TEXT_BYTES = 64 << 20  # of text read for identifiers (about 1 s of scanning)
@@ -230,8 +231,8 @@ def _make_targets(text: str) -> set[str]:
 
 def _scripts(text: str) -> set[str]:
     try:
-        package = json.loads(text)
-    except ValueError:
+        package = parse_json(text)
+    except ValueError:  # a cloned repo's package.json may be anything, [[[[... 100,000 deep too
         return set()
     scripts = package.get("scripts") if isinstance(package, dict) else None
     return {str(k) for k in scripts} if isinstance(scripts, dict) else set()

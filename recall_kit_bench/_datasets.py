@@ -18,6 +18,7 @@ from memory_store import (
     MemoryStoreError,
     Snapshot,
     format_memory,
+    parse_json,
     sidecar_path,
 )
 from recall_kit_bench._errors import DatasetError
@@ -118,7 +119,7 @@ def _line_query(raw: bytes, where: str, seen: set[str]) -> EvalQuery | None:
 
 def _query(line: str, where: str) -> EvalQuery:
     try:
-        item = json.loads(line)
+        item = parse_json(line)
     except ValueError as exc:
         raise DatasetError(f"{where}: not valid JSON ({exc})") from None
     if not isinstance(item, dict):

@@ -10,12 +10,11 @@ most recently. A line it did not write (a planted one, one cut by a crash) is le
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from memory_store import RecallKitError, read_private
+from memory_store import RecallKitError, parse_json, read_private
 from recall_kit.limits import DAEMON_MAX_SESSIONS, MAX_SESSION_ID_CHARS, SURFACED_MAX_BYTES
 from recall_kit_cli._output import json_text
 from recall_kit_cli.integrations._runtime import append_line
@@ -74,8 +73,8 @@ def _lines(path: Path) -> list[tuple[str, list[str]]]:
     found = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
+            record = parse_json(line)
+        except ValueError:
             continue
         if not isinstance(record, dict):
             continue

@@ -16,12 +16,13 @@ without blocking, at most ``_MAX_READ_BYTES`` each.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
+
+from memory_store import parse_json  # the JSON reader alone: cheap
 
 MAX_PATH_CHARS = 4096  # PATH_MAX: a longer cwd or transcript_path is no path the agent could have
 _MAX_READ_BYTES = 1 << 20  # a settings file or a git pointer file; anything larger is not one
@@ -129,8 +130,8 @@ def _user_setting(settings_file: str, *keys: str) -> object:
     if text is None:
         return None
     try:
-        value: object = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: [[[[...]]]] nested past the interpreter's limit
+        value: object = parse_json(text)
+    except ValueError:
         return None
     for key in keys:
         if not isinstance(value, dict):

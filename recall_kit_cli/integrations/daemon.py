@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memory_store import MAX_ROOT_ENTRIES, RecallKitError, Snapshot, open_private, private_folder
+from memory_store import (
+    MAX_ROOT_ENTRIES,
+    JsonNestingError,
+    RecallKitError,
+    Snapshot,
+    open_private,
+    parse_json,
+    private_folder,
+)
 from recall_kit import (
     Enricher,
     ModelLane,
@@ -328,10 +336,7 @@ class RecallDaemon:
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
-            try:
-                message = json.loads(line.decode("utf-8"))  # decoded here: json.loads(bytes) may guess UTF-16
-            except RecursionError:  # json recurses once per level: a line of 100,000 "[" is no request
-                return {"ok": False, "error": "not JSON: nested too deeply"}
+            message = parse_json(line)
             if not isinstance(message, dict):
                 raise _RequestError("a request is a JSON object")
             op = message.get("op")
@@ -341,6 +346,8 @@ class RecallDaemon:
             return {"ok": True, **await handler(self, message)}
         except json.JSONDecodeError as exc:
             return {"ok": False, "error": f"not JSON: {exc.msg} at column {exc.colno}"}
+        except JsonNestingError as exc:
+            return {"ok": False, "error": f"not JSON: {exc}"}
         except UnicodeDecodeError as exc:
             return {"ok": False, "error": f"not UTF-8: invalid byte at offset {exc.start} of the request"}
         except (_RequestError, RecallKitError, ValueError) as exc:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_store import RecallKitError, open_private, private_folder, private_lock, read_private
+from memory_store import RecallKitError, open_private, parse_json, private_folder, private_lock, read_private
 from recall_kit.health import KIND_TITLES, HealthReport
 from recall_kit_cli.integrations._runtime import runtime_paths
 
@@ -39,8 +39,8 @@ def read_record(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     if data is None:
         return {}
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
+        value = parse_json(data)
+    except ValueError:
         return {}
     folders = value.get("folders") if isinstance(value, dict) else None
     return {str(k): v for k, v in folders.items() if isinstance(v, dict)} if isinstance(folders, dict) else {}

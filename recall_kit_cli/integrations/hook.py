@@ -23,7 +23,7 @@ import sys
 import time
 from typing import IO, Any
 
-from memory_store import RecallKitError  # its errors module alone: cheap
+from memory_store import RecallKitError, parse_json  # its errors and JSON modules alone: cheap
 from recall_kit.limits import (
     HOOK_CONTEXT_MAX_CHARS,
     HOOK_LOG_MAX_BYTES,
@@ -73,11 +73,9 @@ def run_hook(
         if len(raw) > HOOK_MAX_STDIN_BYTES:
             raise _HookFailure(f"hook input over {HOOK_MAX_STDIN_BYTES} bytes")
         try:
-            payload = json.loads(raw)
+            payload = parse_json(raw)
         except ValueError as exc:
             raise _HookFailure(f"hook input is not JSON ({exc})") from None
-        except RecursionError:  # json recurses once per level: [[[[...]]]] 100,000 deep
-            raise _HookFailure("hook input is not JSON (nested too deeply)") from None
         if not isinstance(payload, dict):
             raise _HookFailure("hook input is not a JSON object")
         event = str(payload.get("hook_event_name") or "?")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory_store import RecallKitError  # its errors module alone: cheap
+from memory_store import RecallKitError, parse_json  # its errors and JSON modules alone: cheap
 from recall_kit.limits import PROTOCOL_MAX_LINE_BYTES
 
 PROTOCOL_VERSION = 1
@@ -80,7 +80,10 @@ def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float
                 raise DaemonError("the daemon's answer is too long")
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
-                answer = json.loads(line)
+                try:
+                    answer = parse_json(line)
+                except ValueError:
+                    raise DaemonError("the daemon's answer is not JSON") from None
                 if not isinstance(answer, dict) or not answer.get("ok"):
                     error = answer.get("error") if isinstance(answer, dict) else None
                     raise DaemonError(f"the daemon refused: {error or 'no reason given'}")

@@ -15,7 +15,6 @@ daemon writes (a time of 1e20, roots that are a number) is left out, never a tra
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import read_private
+from memory_store import parse_json, read_private
 from recall_kit import scrub_secrets
 from recall_kit.limits import PROMPT_HEAD_CHARS, TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
 from recall_kit_cli._output import json_text
@@ -240,8 +239,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
     records = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
+            record = parse_json(line)
+        except ValueError:
             continue  # a line cut by a crash or a rotation, or one we never wrote
         when = _number(record.get("t")) if isinstance(record, dict) else None
         if when is not None and 0 <= when <= _LAST_TIME:  # a planted 1e20 or "soon" is no line of ours

@@ -1,0 +1,42 @@
+"""JSON from anything we did not write ourselves: the one reader, failing the way callers expect.
+
+``json`` recurses once per level of nesting, so a line of 100,000 ``[`` raises RecursionError, which
+no caller catches as "not JSON"; here it is a ValueError like any other malformed text. Bytes are
+read as UTF-8 only (``json.loads(bytes)`` would guess UTF-16 from the first bytes); a bad byte is a
+UnicodeDecodeError, a ValueError too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memory_store._errors import RecallKitError
+
+_DECODER = json.JSONDecoder()
+
+
+class JsonNestingError(RecallKitError, ValueError):
+    """JSON nested deeper than the reader follows: a ValueError, as every other malformed JSON is."""
+
+    def __init__(self) -> None:
+        super().__init__("nested too deeply")
+
+
+def parse_json(data: str | bytes) -> Any:
+    """The JSON value of ``data``; ValueError when it holds none (JSONDecodeError, UnicodeDecodeError
+    or JsonNestingError)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JsonNestingError() from None
+
+
+def parse_json_prefix(text: str, start: int = 0) -> tuple[Any, int]:
+    """The JSON value that starts at ``text[start]`` and the index where it ends, whatever follows;
+    ValueError as for ``parse_json``."""
+    try:
+        return _DECODER.raw_decode(text, start)
+    except RecursionError:
+        raise JsonNestingError() from None
