@@ -189,6 +189,10 @@ _VALUE_AFTER = re.compile(
     # "docker login -p X", "mysql -u root -pX", a netrc's "login u password X": a few words after the command
     rf"|(?i:\blogin(?:{_GAP}+\S+){{0,6}}?{_GAP}+-p(?:=|{_GAP}*))"
     rf"|(?i:\bmysql(?:{_GAP}+\S+){{0,6}}?{_GAP}+-p)"
+    # "sshpass -p X ssh host", "redis-cli -h cache -a X ping", "smbclient -U alice%X": the password alone
+    rf"|(?i:\bsshpass{_GAP}+-p(?:=|{_GAP}*))"
+    rf"|(?i:\bredis-cli(?:{_GAP}+\S+){{0,6}}?{_GAP}+-a{_GAP}+)"
+    rf"|(?i:(?<![\w-])(?:-U|--user){_GAP}*[^\s%]+%)"
     rf"|(?im:^{_GAP}*password{_GAP}+|\blogin{_GAP}+\S+{_GAP}+password{_GAP}+)"
     rf"){_VALUE}"
 )

@@ -44,6 +44,10 @@ def _kept(prompt: str) -> set[str]:
         ("curl -u alice:gravelmoon https://api.example.org", {"gravelmoon"}),
         ("docker login -p gravelmoon registry.example.org", {"gravelmoon"}),
         ("mysql -u root -pgravelmoon shop", {"gravelmoon", "pgravelmoon"}),
+        ("sshpass -p gravelmoon ssh deploy-host uptime", {"gravelmoon"}),
+        ("sshpass -pgravelmoon rsync the backups", {"gravelmoon", "pgravelmoon"}),
+        ("redis-cli -h cache.internal -a gravelmoon ping", {"gravelmoon"}),
+        ("smbclient //nas/share -U alice%gravelmoon", {"gravelmoon", "alice%gravelmoon"}),
         ("pw: gravelmoon", {"gravelmoon"}),
         ("smtp pass: gravelmoon", {"gravelmoon"}),
         (
@@ -97,6 +101,8 @@ def test_a_random_token_of_letters_only_is_not_kept_whole_or_in_camel_case_piece
         # flags and words the credential forms must leave alone
         ("docker run -p 8080:80 nginx", {"docker", "nginx"}),
         ("mkdir -p build before the release", {"build", "release"}),
+        ("ssh -p 2222 into the bastion, then redis-cli -h cache ping", {"bastion", "redis", "cache", "ping"}),
+        ("is sshpass installed on the runner", {"sshpass", "installed", "runner"}),
         ("bypass: cache and compass: north", {"bypass", "cache", "compass", "north"}),
         ("the login page has a bug with the password field", {"login", "page", "bug", "field"}),
         ("the wifi password for the office is wrong", {"wifi", "office"}),  # the value goes, the words before it stay
