@@ -7,7 +7,7 @@ import time
 import unicodedata
 from typing import Iterable
 
-from memory_store import MemoryDoc
+from memory_store import MemoryDoc, shown_ref
 from recall_kit._text import format_age, one_line
 from recall_kit.limits import BODY_BUDGET, RENDER_FIELD_CHARS, RENDER_MAX_CHARS
 
@@ -176,7 +176,7 @@ def render_memories(
     opening, closing = f"<{WRAPPER_TAG}>\n{HEADING}\n{INSTRUCTION}", f"</{WRAPPER_TAG}>"
     parts: list[tuple[str, str, str, int]] = []  # (head, ref, body, the least the doc costs: its separator, head, end tag and shortest body note)
     for doc in docs:
-        ref = _field(doc.ref)
+        ref = _field(shown_ref(doc.ref))  # a file name's byte that is not UTF-8 as \xNN, as the CLI shows it
         head, body = _head(doc, ref, now), _unforgeable_body(neutralize(doc.body.strip()))
         parts.append((head, ref, body, len(_SEP) + len(head) + len(_END) + _least_body(body, ref)))
     room = budget - len(opening) - len(_SEP) - len(closing)

@@ -173,3 +173,10 @@ def test_a_cut_never_leaves_a_tag_name_at_its_end():
     body = "x" * 200 + "<memoryview" + "y" * 5_000  # no word boundary near the cut: it falls right after "<memory"
     text = render_memories([make_doc("t.md", body=body)], now=NOW, body_budget=207)
     assert re.findall(r"<\s*/?\s*memory\b", text, re.I) == ["<memory", "</memory"]
+
+
+def test_a_file_name_that_is_not_utf8_is_referenced_as_the_cli_shows_it():
+    # the store keeps the byte 0xE9 of "caf\xe9.md" as a surrogate escape; it reached the agent as a space
+    text = render_memories([make_doc("caf\udce9.md", body="Espresso at ten.")], now=NOW)
+    assert "Reference: proj/caf\\xe9.md" in text and "\udce9" not in text
+    text.encode("utf-8")  # and the block is text every agent can carry
