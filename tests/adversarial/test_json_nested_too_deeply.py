@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
 import threading
 from pathlib import Path
 
@@ -91,10 +90,7 @@ def test_a_sidecar_line_nested_too_deeply_is_one_problem_and_the_next_line_is_re
 
 @pytest.mark.parametrize("answer", [DEEP.encode() + b"\n", b"no JSON at all\n"], ids=["nested", "not-json"])
 def test_a_daemon_answer_that_is_no_json_is_one_line_in_the_hooks_log(env: Env, answer: bytes) -> None:  # noqa: F811
-    env.socket.parent.mkdir(mode=0o700, parents=True)
-    impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    impostor.bind(str(env.socket))
-    impostor.listen(8)
+    impostor = env.listener_in_the_daemons_place(8)
 
     def answer_once() -> None:
         conn, _ = impostor.accept()

@@ -78,6 +78,14 @@ class Env:
             return None
         return int(text) if text.isdigit() else None
 
+    def listener_in_the_daemons_place(self, backlog: int) -> socket.socket:
+        """A socket listening where the daemon's would, with nothing behind it (a test plays the daemon)."""
+        self.socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.socket))
+        listener.listen(backlog)
+        return listener
+
 
 def wait_for(predicate: Any, what: str, timeout: float = 10.0) -> None:
     """Poll an observable condition with a bound (not a sleep standing in for an event)."""

@@ -198,17 +198,8 @@ def test_no_daemon_for_a_tool_event_is_a_quiet_no_op(env: Env) -> None:
     assert env.daemon_pid() is None
 
 
-def _listener_in_the_daemons_place(env: Env, backlog: int) -> socket.socket:
-    """A socket listening where the daemon's would, with nothing behind it."""
-    env.socket.parent.mkdir(mode=0o700, parents=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(env.socket))
-    listener.listen(backlog)
-    return listener
-
-
 def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: Path) -> None:
-    silent = _listener_in_the_daemons_place(env, 8)
+    silent = env.listener_in_the_daemons_place(8)
     held: list[socket.socket] = []
     accepting = threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True)
     accepting.start()
@@ -228,7 +219,7 @@ def test_a_daemon_that_never_answers_costs_under_the_budget(env: Env, memories: 
 
 def test_a_daemon_that_never_accepts_is_given_up_on_not_waited_for(env: Env, memories: Path) -> None:
     # a stopped or wedged daemon: its socket listens, its backlog is full and nothing accepts
-    wedged = _listener_in_the_daemons_place(env, 0)
+    wedged = env.listener_in_the_daemons_place(0)
     queued: list[socket.socket] = []
     try:
         while True:
@@ -291,10 +282,7 @@ def test_the_hook_says_the_daemon_refused_to_start_and_why(env: Env, memories: P
 
 def test_a_delivery_over_claude_codes_cap_is_dropped_and_logged(env: Env, memories: Path) -> None:
     # a daemon of ours (same uid) that answers with more than Claude Code takes
-    env.socket.parent.mkdir(mode=0o700, parents=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(env.socket))
-    server.listen(8)
+    server = env.listener_in_the_daemons_place(8)
 
     def answer() -> None:
         conn, _ = server.accept()
