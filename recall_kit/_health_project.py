@@ -35,6 +35,7 @@ _NOT_REGULAR = "FIFO, socket or device"
 _UNREADABLE = "unreadable file"
 _FOLDER_NOT_OPENED = "folder that could not be opened"
 _LARGER = "larger than asked"
+_NOT_JSON = "package.json that is not JSON"
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -208,7 +209,11 @@ class Project:
             elif runner == "just":
                 self.just_recipes = (self.just_recipes or set()) | set(_JUST_RECIPE.findall(text))
             else:
-                self.scripts = (self.scripts or set()) | _scripts(text)
+                scripts = _scripts(text)
+                if scripts is None:
+                    self._not_read(rel, _NOT_JSON)  # its scripts are unknown: none of npm's is called gone
+                else:
+                    self.scripts = (self.scripts or set()) | scripts
         return True
 
 
@@ -229,11 +234,13 @@ def _make_targets(text: str) -> set[str]:
     return targets
 
 
-def _scripts(text: str) -> set[str]:
+def _scripts(text: str) -> set[str] | None:
+    """The scripts a package.json defines; None when it is not JSON (a cloned repo's may be anything,
+    [[[[... 100,000 deep too)."""
     try:
         package = parse_json(text)
-    except ValueError:  # a cloned repo's package.json may be anything, [[[[... 100,000 deep too
-        return set()
+    except ValueError:
+        return None
     scripts = package.get("scripts") if isinstance(package, dict) else None
     return {str(k) for k in scripts} if isinstance(scripts, dict) else set()
 
