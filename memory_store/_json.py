@@ -33,6 +33,18 @@ def parse_json(data: str | bytes) -> Any:
         raise JsonNestingError() from None
 
 
+def line_problem(exc: ValueError) -> str:
+    """What was wrong with one JSON line, as a sidecar's problem says it: ``exc`` is what
+    ``parse_json`` raised or, for a line that is JSON, what the reader of its value did."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {exc.start} of the line"
+    if isinstance(exc, json.JSONDecodeError):
+        return "not valid JSON"
+    if isinstance(exc, JsonNestingError):
+        return f"not valid JSON ({exc})"
+    return str(exc)
+
+
 def parse_json_prefix(text: str, start: int = 0) -> tuple[Any, int]:
     """The JSON value that starts at ``text[start]`` and the index where it ends, whatever follows;
     ValueError as for ``parse_json``."""

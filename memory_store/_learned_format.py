@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_store._fd import SidecarProblem
-from memory_store._json import JsonNestingError, parse_json
+from memory_store._json import line_problem, parse_json
 from memory_store._terms import DROP_CATEGORIES, INSPECT_FACTOR, valid_path
 from memory_store._types import Learned
 
@@ -267,14 +267,8 @@ def parse_learned(data: bytes, entries: dict[str, LearnedEntry], first_line: int
         else:
             try:
                 path, entry = _entry(parse_json(line))
-            except UnicodeDecodeError as exc:
-                reason = f"invalid UTF-8 at byte {exc.start} of the line"
-            except json.JSONDecodeError:
-                reason = "not valid JSON"
-            except JsonNestingError as exc:
-                reason = f"not valid JSON ({exc})"
             except ValueError as exc:
-                reason = str(exc)
+                reason = line_problem(exc)
         if reason is None:
             touched.add(path)
             if entry is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
-from memory_store._json import JsonNestingError, parse_json
+from memory_store._json import line_problem, parse_json
 from memory_store._fd import (
     SidecarProblem,
     open_current,
@@ -89,17 +89,8 @@ def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[Side
             continue
         try:
             entry = _entry(parse_json(line))
-        except UnicodeDecodeError as exc:
-            problems.append((number, f"invalid UTF-8 at byte {exc.start} of the line"))
-            continue
-        except json.JSONDecodeError:
-            problems.append((number, "not valid JSON"))
-            continue
-        except JsonNestingError as exc:
-            problems.append((number, f"not valid JSON ({exc})"))
-            continue
         except ValueError as exc:
-            problems.append((number, str(exc)))
+            problems.append((number, line_problem(exc)))
             continue
         entries[entry.path] = entry  # a later line for the same path wins
     return entries, problems
