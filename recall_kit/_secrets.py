@@ -141,9 +141,10 @@ _PASS_WORD = (  # a value that may hold spaces; the word in the languages people
 # "pw" and "pass" only as a word or a name's end after _ or - (DB_PASS): never "bypass" or "compass"
 _SHORT_PASS = r"\b(?:[A-Za-z0-9]+[_\-])?(?:pw|pass)\b"
 # A label is a word of its own or the end of a longer name: PGPASSWORD, DB_PASSWORD, GITHUB_TOKEN, STRIPE_KEY.
-# The name before it is bounded: unbounded, every word start of a long run (a-b-c-... in a pasted line, a
-# memory's 256 KiB line) tried every length of the rest, 18 s for 6,000 characters of "a-".
-_NAME = r"\b[A-Za-z0-9_\-]{0,64}?"
+# The name starts where a run of name characters does, never at a word start inside one: tried from
+# every word start of a long run (a-b-c-... in a pasted line, a memory's 256 KiB line), each start read
+# the rest of the run again (18 s for 6,000 characters of "a-"; bounded to 64 characters, 16 s for 256 KiB).
+_NAME = r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]*?"
 _LABEL = (
     rf"(?:{_NAME}(?:{_PASS_WORD}|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|[_\-]key|credentials?"
     rf"|authorization|auth)|{_SHORT_PASS})"
