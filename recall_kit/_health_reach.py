@@ -27,6 +27,7 @@ from recall_kit._health_types import Finding, RecalledPrompt
 from recall_kit._heuristic import FastHeuristic
 from recall_kit._index import TermPostings
 from recall_kit._query import is_generic
+from recall_kit._secrets import scrub_secrets
 from recall_kit._tokenize import analyze, is_cjk_term
 from recall_kit.limits import bounded_prompt
 
@@ -105,7 +106,7 @@ def _finding(
     df: Mapping[str, int], root_of: Mapping[str, str],
 ) -> Finding:
     head_terms = {t.term for t in analyze(f"{doc.name} {doc.description}\n" + "\n".join(doc.keywords))}
-    specific = sorted({t.surface or t.term for t in analyze(f"{doc.name} {doc.description}")
+    specific = sorted({t.surface or t.term for t in analyze(scrub_secrets(f"{doc.name} {doc.description}"))
                        if not is_generic(t.surface or t.term)})
     files = (root_of.get(doc.ref, str(doc.abspath)),)
     above = [v.scored.doc for v in verdicts[: mine.rank - 1]] if mine is not None else []
@@ -148,10 +149,10 @@ def _finding(
 
 
 def suggested_words(doc: MemoryDoc, exclude: set[str], df: Mapping[str, int]) -> list[str]:
-    """Up to SUGGESTED_WORDS words of the memory's body, not in ``exclude`` and not everyday words,
-    rarest in the store first (ties: first in the body)."""
+    """Up to SUGGESTED_WORDS words of the memory's body, not in ``exclude``, not everyday words and
+    nothing the scrubber blanks, rarest in the store first (ties: first in the body)."""
     seen: dict[str, tuple[int, int, str]] = {}
-    for position, token in enumerate(analyze(doc.body)):
+    for position, token in enumerate(analyze(scrub_secrets(doc.body))):
         if token.surface is None and not is_cjk_term(token.term):
             continue  # a whole identifier's joined term (session_py): its parts come as words of their own
         word = token.surface or token.term

@@ -72,7 +72,8 @@ def shown_line(line: str) -> str:
 
 
 def references(text: str) -> list[Reference]:
-    """Every path, command and symbol the memory text names, in order, each (kind, name) once."""
+    """Every path, command and symbol the memory text names, in order, each (kind, name) once; never
+    one the scrubber blanks in its line (``ghp_…/key.txt``, ``make push-AKIA…``): doctor would print it."""
     found: dict[tuple[str, str, str], Reference] = {}
     in_fence = False
     for number, line in enumerate(text.split("\n"), 1):
@@ -82,14 +83,18 @@ def references(text: str) -> list[Reference]:
         spans = [m.group(1) for m in _CODE_SPAN.finditer(line)]
         if in_fence:
             spans = [line]
-        for span in spans:
-            for ref in _span_references(span, number):
-                found.setdefault((ref.kind, ref.runner, ref.name), ref)
+        named = [ref for span in spans for ref in _span_references(span, number)]
         prose = _CODE_SPAN.sub(" ", line) if not in_fence else ""
         for match in _BARE_PATH.finditer(prose):
             path = _project_path(match.group(1), quoted=False)
             if path is not None:
-                found.setdefault(("path", "", path), Reference("path", path, number))
+                named.append(Reference("path", path, number))
+        if not named:
+            continue
+        shown = scrub_secrets(line)
+        for ref in named:
+            if ref.name in shown:
+                found.setdefault((ref.kind, ref.runner, ref.name), ref)
     return list(found.values())
 
 

@@ -69,6 +69,26 @@ def test_the_secret_itself_is_never_in_the_report(tmp_path: Path) -> None:
     assert of_kind(report, "secret")[0].detail["column"] == len("Old value, rotated: ") + 1
 
 
+def test_a_reference_or_a_suggested_word_holding_a_secret_is_never_printed(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    keys = ("ghp_aBcD1234eFgH5678iJkL9012mNoP", "AKIAIOSFODNN7EXAMPLE", "sk_live_abcdefghijklmnop1234")
+    write_memory(sick.folder, "keys.md", "Where keys live", "Which file and make target hold the deploy keys", (
+        f"The deploy key is in `keys/{keys[0]}.txt` on the box.\n"
+        f"Run `make push-{keys[1]}` to publish, then `{keys[2]}()` from billing; `src/gone_loader.py` is gone.\n"))
+    write_memory(sick.folder, "alarm.md", "Misc", "misc",  # unreachable: doctor suggests words of its body
+                 "Unlock the office alarm with qwzxplmnbvkjhgfdrt and the vault with bcdfghjklmnpqrstvw.\n")
+    report = check(sick)
+    text = json.dumps(report.to_json())
+    assert not [piece for piece in (*keys, "qwzxplmnbvkjhgfdrt", "bcdfghjklmnpqrstvw") if piece[:12].lower() in text.lower()]
+    # the rest of those lines is still judged: the reference the scrubber leaves is named
+    stale = {f.detail["reference"] for f in of_kind(report, "stale_reference") if f.files[0].endswith("keys.md")}
+    assert stale == {"src/gone_loader.py"}
+    alarm = [f for f in of_kind(report, "unreachable") if f.files[0].endswith("alarm.md")]
+    assert alarm and set(alarm[0].detail["suggested_words"]) <= {"unlock", "office", "alarm", "vault"}
+    assert alarm[0].detail["suggested_words"]
+    assert of_kind(report, "secret") and {os.path.basename(f.files[0]) for f in of_kind(report, "secret")} >= {"keys.md", "alarm.md"}
+
+
 def test_a_clean_folder_gets_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "memory"
     write_memory(folder, "deploy.md", "Deploying to Fly.io", "The app deploys to Fly.io from main via GitHub Actions", "No manual deploys.\n")
