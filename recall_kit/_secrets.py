@@ -166,8 +166,9 @@ _KEY_SHAPES = re.compile(
     r"|(?i:\b(?:bearer|basic|digest)\s+)[A-Za-z0-9._~+/\-]{8,}=*"
     # "passphrase: purple monkey dishwasher": after a pass-word and a colon, the rest of the line
     rf"|(?i:(?:{_NAME}{_PASS_WORD}|{_SHORT_PASS})[\"']?\s*[:：](?!=)[^\n]*)"
-    # "PGPASSWORD=swordfish", "token: abc", "password => 'abc'": one value
-    rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：])\s*){_VALUE}"
+    # "PGPASSWORD=swordfish", "token: abc", "password => 'abc'": one value; after an Authorization
+    # scheme ("Authorization: Bearer abc", "auth=token abc") the scheme and the value
+    rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：])\s*(?:(?:bearer|basic|digest|token|bot){_GAP}+)?){_VALUE}"
     # "curl -u user:X": the user and the password
     r"|(?<![\w-])(?:-u|--user)(?:=|[^\S\n]*)[^\s:]*:\S+"
     # "密码是X", "パスワードはX": what follows the word, up to the next space

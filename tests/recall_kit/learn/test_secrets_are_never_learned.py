@@ -28,6 +28,10 @@ def _kept(prompt: str) -> set[str]:
         ("GITHUB_TOKEN: plainlettersonly", {"plainlettersonly"}),
         ("Authorization: Bearer abcdefghijklmnopqrstuvwxyzabcd", {"abcdefghijklmnopqrstuvwxyzabcd"}),
         ("curl -H 'Bearer qwertyuiopasdfghjklzxcvbnmqwer' the api", {"qwertyuiopasdfghjklzxcvbnmqwer"}),
+        # a label, then an Authorization scheme: the scheme was taken for the value, and the value kept
+        ("why does curl -H 'Authorization: Bearer hunter2hunter2' return 401", {"hunter2hunter2", "hunter2"}),
+        ("Authorization: Basic dXNlcjpwYXNz fails", {"dxnlcjpwyxnz"}),
+        ("auth=token gravelmoonriver in the header", {"gravelmoonriver", "gravelmoon"}),
         ("token Xk9mP2vL5qR8tZ3 fails", {"xk9mp2vl5qr8tz3", "xk9mp2vl5qr8tz"}),
         ("mail priya.shah@example.com about it", {"priya", "shah", "example"}),
         ("charge card 4111 1111 1111 1111 again", {"4111"}),
