@@ -92,6 +92,7 @@ PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded promp
 # large, and the prompt is cut only once the event is parsed.
 HOOK_MAX_STDIN_BYTES = 64 << 20
 HOOK_LOG_MAX_BYTES = 1 << 20  # the hook log, and the daemon log at each start, rotate once past this, keeping one old file
+HOOK_LOG_LINE_CHARS = 2_000  # a logged message (an agent's event name is untrusted): one line never rotates the log away
 # The recall trail (`recall-kit hook log`): about 4,000 prompts of 250 bytes in each of its two
 # files; a prompt's text, kept only on request, is cut to its first TRAIL_PROMPT_CHARS characters.
 TRAIL_MAX_BYTES = 1 << 20

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from recall_kit.limits import HOOK_LOG_MAX_BYTES
+from recall_kit.limits import HOOK_LOG_LINE_CHARS, HOOK_LOG_MAX_BYTES
 
 APP = "recall-kit"
 
@@ -73,8 +73,17 @@ def runtime_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) ->
 def append_log(path: Path, message: str) -> bool:
     """One timestamped line in ``path``; whether it was written. Never raises: logging must not
     become the failure."""
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {' '.join(message.split())}\n"
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {log_text(message)}\n"
     return append_line(path, line, rotate_at=HOOK_LOG_MAX_BYTES)
+
+
+def log_text(message: str) -> str:
+    """``message`` as one line of a log or of stderr: what the agent sent in it (an event's name) may
+    hold terminal escapes or be a megabyte, so control and format characters are escaped and it is cut."""
+    text = " ".join(message.split())
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return text if len(text) <= HOOK_LOG_LINE_CHARS else text[: HOOK_LOG_LINE_CHARS - 1] + "…"
 
 
 def append_line(path: Path, line: str, *, rotate_at: int) -> bool:

@@ -31,7 +31,7 @@ from recall_kit.limits import (
     WRITING_NOTE_MAX_CHARS,
     bounded_prompt,
 )
-from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, open_log, runtime_paths
+from recall_kit_cli.integrations._runtime import RuntimePaths, append_log, log_text, open_log, runtime_paths
 from recall_kit_cli.integrations.agents import AGENTS, Agent, event_context, existing_folders
 from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, check_socket_folder, listening, request
 
@@ -117,7 +117,7 @@ def _log(paths: RuntimePaths, message: str) -> None:
     if append_log(paths.hook_log, message):
         return
     try:
-        sys.stderr.write(f"recall-kit hook: {' '.join(message.split())} (and {paths.hook_log} cannot be written)\n")
+        sys.stderr.write(f"recall-kit hook: {log_text(message)} (and {paths.hook_log} cannot be written)\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

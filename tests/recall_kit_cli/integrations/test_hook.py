@@ -15,7 +15,7 @@ from pathlib import Path
 from integration_support import DEPLOY_PROMPT, RECALL_KIT, Daemon, Env, wait_for
 
 from recall_kit._vocabulary import VOCABULARY_LEAD, WRITING_NOTE
-from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_LOG_MAX_BYTES
+from recall_kit.limits import HOOK_CONTEXT_MAX_CHARS, HOOK_LOG_LINE_CHARS, HOOK_LOG_MAX_BYTES
 
 
 def _event(name: str, **fields: object) -> dict[str, object]:
@@ -189,6 +189,20 @@ def test_bad_input_prints_nothing_exits_zero_and_logs(env: Env, memories: Path) 
     log = env.hook_log.read_text()
     assert "not JSON" in log and "not a JSON object" in log and "no session_id" in log
     assert env.daemon_pid() is None  # nothing was started for bad input
+
+
+def test_an_event_name_with_terminal_escapes_is_logged_escaped_and_bounded(env: Env, memories: Path) -> None:
+    hostile = "\x1b[2J\x1b]0;PWN\x07 " + "E" * 500_000  # the agent's event, untrusted: a screen clear, a title, a megabyte
+    result = env.hook({"session_id": "s1", "hook_event_name": hostile}, memories)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    line = env.hook_log.read_text().splitlines()[-1]
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b[2J\\x1b]0;PWN\\x07" in line
+    assert len(line) < HOOK_LOG_LINE_CHARS + 100
+    # and where the log cannot be written, the same line goes to stderr, escaped as well
+    unwritable = {**env.vars, "XDG_STATE_HOME": "/dev/null"}
+    result = subprocess.run([RECALL_KIT, "hook", "claude-code"], env=unwritable, capture_output=True, timeout=30,
+                            input=json.dumps({"session_id": "s1", "hook_event_name": hostile}).encode())
+    assert result.returncode == 0 and b"\x1b" not in result.stderr and b"\\x1b[2J" in result.stderr
 
 
 def test_no_daemon_for_a_tool_event_is_a_quiet_no_op(env: Env) -> None:
