@@ -179,7 +179,7 @@ _KEY_SHAPES = re.compile(
 # before the verb are kept and the value is blanked. Prose also says "the token is kept in 1Password",
 # so what doctor reports as a secret (``sure_only``) leaves out a value that reads as a plain word.
 _PROSE_VALUE = re.compile(
-    rf"(?P<lead>(?i:{_LABEL}[\"']?(?:{_GAP}+[^\s.,;!?]+){{0,6}}?{_GAP}+(?:is|was|are|were){_GAP}+))(?P<value>{_VALUE})"
+    rf"(?P<lead>(?i:{_LABEL}[\"']?(?:{_GAP}+[^\s.,;!?]+){{0,6}}?{_GAP}+(?:is|was|are|were)(?::{_GAP}*|{_GAP}+)))(?P<value>{_VALUE})"
 )
 _PLAIN_WORD = re.compile(r"[a-z]{1,12}[.,;!?]?|[A-Z][a-z]{1,11}[.,;!?]?")
 # After a flag or a command, the value alone is blanked: the words before it are kept.

@@ -41,6 +41,8 @@ def _kept(prompt: str) -> set[str]:
         ("export STRIPE_KEY=gravelmoon", {"gravelmoon"}),
         ("MY_APP_KEY=lettersonlyvalue", {"lettersonlyvalue"}),
         ("the wifi password for the office is gravelmoon", {"gravelmoon"}),
+        ("the admin password is: hunter2abc", {"hunter2abc"}),
+        ("the staging token was:gravelmoon", {"gravelmoon"}),
         ("run the migration with --password gravelmoon", {"gravelmoon"}),
         ("machine example.com login bob password gravelmoon", {"gravelmoon"}),
         ("machine example.com\n  login bob\n  password gravelmoon\n", {"gravelmoon"}),
