@@ -21,6 +21,7 @@ from recall_kit._health_index import index_findings
 from recall_kit._health_project import Project
 from recall_kit._health_reach import UNREACHABLE_EXACT_MAX, never_recalled, unreachable
 from recall_kit._health_similar import DUPLICATE_THRESHOLD, SimilarPair, groups_of, similar_pairs
+from recall_kit._health_text import secret_columns
 from recall_kit._health_types import (
     FINDING_KINDS,
     CheckedRoot,
@@ -126,6 +127,9 @@ def _folder_findings(
     for index in indexes:
         if index.data is not None:
             index_texts[f"{root.path}/{index.rel}"] = index.data
+            # both agents load the index into every session: a secret there is in every context
+            secrets = secret_columns(index.data.decode("utf-8", "replace"))
+            findings += secret_findings(f"{root.path}/{index.rel}", f"{label}/{index.rel}", secrets)
     elapsed["index_drift"] += time.perf_counter() - started
     for doc in docs:
         started = time.perf_counter()
@@ -140,7 +144,7 @@ def _folder_findings(
                 texts.put(doc.content_hash, checks)
         elapsed["read_and_scrub"] += time.perf_counter() - started
         path = os.path.join(root.path, *doc.path.split("/"))
-        findings += secret_findings(path, doc.ref, checks)
+        findings += secret_findings(path, doc.ref, checks.secrets)
         if project is not None:
             started = time.perf_counter()
             findings += stale_findings(path, doc.ref, checks, project)

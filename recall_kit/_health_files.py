@@ -4,7 +4,7 @@ and the files the store skips, as ``recall-kit validate`` reports them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 
 from memory_store import SkippedFile
@@ -30,8 +30,9 @@ def text_checks(text: str) -> TextChecks:
     return TextChecks(found, named, {ref.line: shown_line(lines[ref.line - 1]) for ref in named})
 
 
-def secret_findings(path: str, ref: str, checks: TextChecks) -> list[Finding]:
-    """One finding per line on which learning's scrubber blanks something; never what."""
+def secret_findings(path: str, ref: str, secrets: Iterable[tuple[int, int]]) -> list[Finding]:
+    """One finding per (line, column) at which learning's scrubber blanks something (a memory's
+    ``TextChecks.secrets``, or an index's ``secret_columns``); never what."""
     return [
         Finding(
             "secret", (path,),
@@ -40,7 +41,7 @@ def secret_findings(path: str, ref: str, checks: TextChecks) -> list[Finding]:
             "Move the secret out of the memory (a secret manager, an environment variable) and keep only where to find it.",
             refs=(ref,), line=line, detail=MappingProxyType({"column": column}),
         )
-        for line, column in checks.secrets
+        for line, column in secrets
     ]
 
 

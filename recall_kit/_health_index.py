@@ -24,6 +24,7 @@ from urllib.parse import quote, unquote
 
 from memory_store import IndexFile, MemoryDoc, MemoryRoot
 from recall_kit._health_types import Finding, HealthReport, IndexReader
+from recall_kit._secrets import scrub_secrets
 
 # JavaScript's String.prototype.trim, which both agents apply before cutting the index (Python's
 # strip differs: it keeps U+FEFF and strips U+001C-U+001F).
@@ -58,11 +59,13 @@ class IndexRepair:
     added: tuple[str, ...]  # refs of the memories given an entry
 
     def diff(self) -> list[str]:
-        """The change as a unified diff (lines without their ends)."""
-        return list(difflib.unified_diff(
+        """The change as a unified diff (lines without their ends), each line's secrets blanked as
+        doctor shows a line (a removed entry may hold one: its secret finding does not show it)."""
+        lines = difflib.unified_diff(
             self.old.decode("utf-8").splitlines(), self.new.decode("utf-8").splitlines(),
             fromfile=self.path, tofile=f"{self.path} (mended)", lineterm="",
-        ))
+        )
+        return [line if line.startswith(("---", "+++", "@@")) else line[:1] + scrub_secrets(line[1:]) for line in lines]
 
 
 def plan_repairs(report: HealthReport) -> list[IndexRepair]:

@@ -140,3 +140,20 @@ def test_two_indexes_whose_paths_read_alike_keep_their_own_backups_the_last_20_o
         assert sorted(mine.values()) == sorted(written[5:25])  # the old bytes of its last 20 writes
         assert len({name.split(".2")[0] for name in mine}) == 1  # one name per index, its path readable in it
     assert len(backups) == 40 and {name.split(".2")[0] for name in backups} == {"a%5F%5Fb__MEMORY.md", "a__b__MEMORY.md"}
+
+
+def test_a_secret_in_the_index_is_reported_and_the_mending_diff_does_not_show_it(tmp_path: Path) -> None:
+    # both agents load the index into every session: a key there reaches every context
+    folder = tmp_path / "memory"
+    write_memory(folder, "good.md", "Good", "A memory that is listed", "x\n")
+    token, key = "ghp_aBcD1234eFgH5678iJkL9012mNoP", "AKIAIOSFODNN7EXAMPLE"
+    (folder / "MEMORY.md").write_text(
+        f"# Index\n- [Good](good.md) — listed\n- [Dead](dead.md) — token {token} for CI\nSee [good](good.md): {key}\n")
+    report = check_health(plan(folder), use_cache=False)
+    secrets = [(f.files, f.line) for f in report.findings if f.kind == "secret"]
+    assert secrets == [((str(folder / "MEMORY.md"),), 3), ((str(folder / "MEMORY.md"),), 4)]
+    repairs = plan_repairs(report)
+    diff = "\n".join(repairs[0].diff())
+    assert repairs[0].removed_lines == (3,) and "- [Dead](dead.md) — token" in diff
+    assert token[:12] not in diff and key[:12] not in diff
+    assert token.encode() not in repairs[0].new and key.encode() in repairs[0].new  # what is written is the file's own
