@@ -52,6 +52,8 @@ def private_folder(path: str | os.PathLike[str], *, create: bool = True, missing
         if missing_ok:
             return folder
         raise UnsafePathError(f"{folder} does not exist") from None
+    except OSError as exc:
+        raise UnsafePathError(f"cannot check {folder}: {exc.strerror}") from None
     if stat.S_ISLNK(info.st_mode):
         raise UnsafePathError(f"{folder} is a symlink; refusing to use it")
     if not stat.S_ISDIR(info.st_mode):
@@ -75,11 +77,22 @@ def _check_ancestor(folder: Path, uid: int) -> None:
             info = os.stat(folder)  # a symlinked system folder (/var/run -> /run) is fine when its target is
         except OSError as exc:
             raise UnsafePathError(f"cannot check {folder}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):  # XDG_STATE_HOME=/etc/passwd: nothing below it can exist
+        raise UnsafePathError(f"{folder} is not a folder")
     if info.st_uid not in (uid, 0):
         raise UnsafePathError(f"{folder} belongs to uid {info.st_uid}: another user could swap what is below it")
     mode = stat.S_IMODE(info.st_mode)
     if mode & _OTHERS_WRITE and not (mode & stat.S_ISVTX and info.st_uid == 0):
         raise UnsafePathError(f"{folder} is writable by others (mode {mode:04o}): another user could swap what is below it")
+
+
+def _first_file_on_the_way(path: str) -> str:
+    """The first of ``path``'s folders that is something else (XDG_STATE_HOME=/etc/passwd)."""
+    for ancestor in reversed(Path(os.path.abspath(path)).parents):
+        with contextlib.suppress(OSError):
+            if not stat.S_ISDIR(os.stat(ancestor).st_mode):
+                return str(ancestor)
+    return os.path.dirname(path)
 
 
 def open_private(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, create: bool = False) -> int:
@@ -95,6 +108,8 @@ def open_private(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, crea
     except FileNotFoundError:
         if not create:
             raise
+    except NotADirectoryError:
+        raise UnsafePathError(f"{_first_file_on_the_way(name)} is not a folder") from None
     else:  # refused before anything opens it: a FIFO or a device is never opened at all
         if stat.S_ISLNK(seen.st_mode):
             raise UnsafePathError(f"{name} is a symlink; refusing to open it")

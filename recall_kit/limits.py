@@ -87,6 +87,7 @@ RENDER_MAX_CHARS = 9_000
 # --- the daemon, its protocol and the hook ----------------------------------------------------------
 
 MAX_SESSION_ID_CHARS = 256
+SOCKET_PATH_MAX_BYTES = 107  # a Unix socket's path on Linux: sun_path holds 108 bytes, the last a NUL
 PROTOCOL_MAX_LINE_BYTES = 1 << 20  # a request or response line; a bounded prompt is far below it
 # The hook reads Claude Code's whole event to find its few fields; a prompt or tool response can be
 # large, and the prompt is cut only once the event is parsed.

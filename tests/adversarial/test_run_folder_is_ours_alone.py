@@ -163,3 +163,35 @@ def test_a_private_run_folder_still_serves(tmp_path: Path, memories: Path) -> No
         assert "Fly.io" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
     finally:
         stop_daemon(env)
+
+
+@pytest.mark.parametrize(
+    ("setting", "args"),
+    [
+        ("XDG_RUNTIME_DIR", ("serve", "--status")),
+        ("XDG_RUNTIME_DIR", ("serve", "--stop")),
+        ("XDG_STATE_HOME", ("hook", "log")),
+    ],
+)
+def test_a_folder_setting_that_names_a_file_is_one_line_not_a_traceback(
+    tmp_path: Path, setting: str, args: tuple[str, ...]
+) -> None:
+    env = Env(tmp_path)
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x\n")
+    env.vars[setting] = str(a_file)
+    result = env.run(*args)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{a_file} is not a folder" in err
+
+
+def test_a_run_folder_too_deep_for_a_unix_socket_is_refused_in_one_line(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir(mode=0o700)
+    env.vars["XDG_RUNTIME_DIR"] = str(deep)
+    result = env.run("serve", "--idle-timeout", "2")
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "over the 107" in err and "XDG_RUNTIME_DIR" in err
