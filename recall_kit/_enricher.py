@@ -24,6 +24,7 @@ from memory_store import (
 from recall_kit._answer import AnswerError, decode_object
 from recall_kit._chat import ChatEndpoint, ChatModelClient, _ChatFailure, ResponseMode, json_schema_format
 from recall_kit._kinds import FallbackKind
+from recall_kit._secrets import Redactor, scrub_secrets
 from recall_kit._text import one_line
 from recall_kit._vocabulary import vocabulary_line
 from recall_kit.limits import MAX_ENRICH_BODY_CHARS, MAX_ENRICH_FIELD_CHARS, MAX_ENRICH_TOKENS, MAX_KEYWORD_WORDS
@@ -134,18 +135,26 @@ def _items(value: object) -> int:
     return len(value) if isinstance(value, (list, tuple)) else 1
 
 
-def validate_enrichment(value: Any, doc: MemoryDoc) -> tuple[tuple[str, ...], tuple[str, ...], int]:
-    """(keywords, usage_scenarios, items dropped) from a decoded answer; AnswerError when nothing usable."""
+def validate_enrichment(
+    value: Any, doc: MemoryDoc, redact: Redactor | None = None,
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """(keywords, usage_scenarios, items dropped) from a decoded answer; AnswerError when nothing usable.
+    A term holding a secret is dropped: one the scrubber blanks, or (``redact``: the endpoint's own
+    key and credentials) one that echoes the key or a run of 8 of its characters."""
     if not isinstance(value, dict) or not (KEYWORDS_KEY in value or SCENARIOS_KEY in value):
         raise AnswerError(f"answer has no {KEYWORDS_KEY!r} or {SCENARIOS_KEY!r} key")
     raw_keywords = value.get(KEYWORDS_KEY, [])
     raw_scenarios = value.get(SCENARIOS_KEY, [])
     own = {k.casefold() for k in doc.keywords}
+
+    def usable(term: str) -> bool:
+        return _has_word(term) and scrub_secrets(term) == term and (redact is None or redact(term) == term)
+
     keywords = tuple(
         k for k in clean_terms(raw_keywords, MAX_KEYWORDS, MAX_KEYWORD_CHARS)
-        if len(k.split()) <= MAX_KEYWORD_WORDS and k.casefold() not in own and _has_word(k)
+        if len(k.split()) <= MAX_KEYWORD_WORDS and k.casefold() not in own and usable(k)
     )
-    scenarios = tuple(s for s in clean_terms(raw_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS) if _has_word(s))
+    scenarios = tuple(s for s in clean_terms(raw_scenarios, MAX_SCENARIOS, MAX_SCENARIO_CHARS) if usable(s))
     if not keywords and not scenarios:
         raise AnswerError("answer has no usable terms")
     dropped = _items(raw_keywords) - len(keywords) + _items(raw_scenarios) - len(scenarios)
@@ -179,7 +188,7 @@ class Enricher(ChatModelClient):
             ]
             text, mode = await self._chat.complete(messages, _response_format, max_tokens=MAX_ENRICH_TOKENS)
             value = decode_object(text)
-            keywords, scenarios, dropped = validate_enrichment(value, doc)
+            keywords, scenarios, dropped = validate_enrichment(value, doc, self._chat.redact)
         except _ChatFailure as failure:
             return failed(failure.reason, failure.mode, failure.kind)
         except AnswerError as exc:
