@@ -89,6 +89,7 @@ def check_health(
             notes.append(
                 f"unreachable: {recall_set.title} holds {len(docs):,} memories, over {exact_max:,}; the fast stage "
                 f"was run for the {reach.tried:,} a screen found at risk (few specific words, a head twin)"
+                + (f", the newest; {reach.untried:,} older ones at risk were not judged" if reach.untried else "")
             )
         elapsed["unreachable"] += time.perf_counter() - started
     texts.save()

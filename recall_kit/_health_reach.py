@@ -38,6 +38,9 @@ NEVER_RECALLED_MIN_PROMPTS = 300
 # generated stores of 1,000 (with and without planted duplicates), the screen found every memory
 # the exhaustive run found, at a thirtieth of its cost (bench/bench_doctor.py, 2026-12-02).
 UNREACHABLE_EXACT_MAX = 500
+# And at most this many go through it in one run, the newest first: 4,000 memories written from one
+# template were all at risk and took 13 s on every run, 20,000 took 270 s. The rest are counted in a note.
+UNREACHABLE_MAX_TRIED = 1_000
 TWIN_SCREEN = 0.5  # head-only cosine from which another memory may take a memory's place
 NEIGHBOUR_SCREEN = 0.3  # whole-memory cosine from which another's body may outrank a memory's head
 SUGGESTED_WORDS = 4
@@ -51,6 +54,7 @@ class ReachResult:
     findings: list[Finding]
     tried: int
     screened: bool
+    untried: int = 0  # at risk, but past UNREACHABLE_MAX_TRIED: not judged this run
 
 
 def own_prompt(doc: MemoryDoc) -> str:
@@ -66,7 +70,10 @@ def unreachable(
     ``root_of``: ref -> the absolute path of its file."""
     df = _doc_freqs(postings)
     screened = len(docs) > exact_max
-    chosen = _at_risk(docs, postings) if screened else docs
+    chosen = _at_risk(docs, postings) if screened else list(docs)
+    untried = max(0, len(chosen) - UNREACHABLE_MAX_TRIED)
+    if untried:  # the newest first: what the agent wrote lately is what no run has judged yet
+        chosen = sorted(chosen, key=lambda d: (-d.mtime, d.ref))[:UNREACHABLE_MAX_TRIED]
     findings = []
     for doc in chosen:
         prompt = own_prompt(doc)
@@ -77,7 +84,7 @@ def unreachable(
         verdicts = heuristic.gate.explain(ranked, evidence)
         mine = next((v for v in verdicts if v.scored.doc.ref == doc.ref), None)
         findings.append(_finding(doc, mine, [s.doc for s in delivered], verdicts, df, root_of))
-    return ReachResult(findings, len(chosen), screened)
+    return ReachResult(findings, len(chosen), screened, untried)
 
 
 def _at_risk(docs: Sequence[MemoryDoc], postings: TermPostings) -> list[MemoryDoc]:

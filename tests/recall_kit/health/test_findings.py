@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
+
+import pytest
 
 from doctor_support import BAD, DEAD_ENTRY_LINE, PROSE_LINE, TOKEN, Sick, age, sick_folder, write_memory
 from recall_kit.health import (
@@ -209,6 +212,22 @@ def test_the_screen_of_a_large_set_finds_what_running_every_memory_finds(tmp_pat
     screened = check(sick, exact_max=0)
     assert every and {f.files[0] for f in of_kind(screened, "unreachable")} == every
     assert any("a screen found at risk" in note for note in screened.notes)
+
+
+def test_the_screen_tries_at_most_its_bound_the_newest_first_and_says_how_many_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sick = sick_folder(tmp_path)
+    write_memory(sick.folder, "notes.md", "Notes", "notes", "The pgbouncer pool was resized twice.\n")  # one word
+    age(sick.folder, 86_400)
+    every = {os.path.basename(f.files[0]) for f in of_kind(check(sick, exact_max=0), "unreachable")}
+    assert len(every) >= 2
+    newest = sorted(every)[0]
+    os.utime(sick.folder / newest, (time.time(), time.time()))  # the rest are a day old
+    monkeypatch.setattr("recall_kit._health_reach.UNREACHABLE_MAX_TRIED", 1)
+    bounded = check(sick, exact_max=0)
+    assert {os.path.basename(f.files[0]) for f in of_kind(bounded, "unreachable")} == {newest}
+    assert any("the newest; " in note and "older ones at risk were not judged" in note for note in bounded.notes)
 
 
 def test_a_name_only_in_a_file_over_a_mebibyte_is_found_and_one_behind_a_fifo_is_not_judged(tmp_path: Path) -> None:
