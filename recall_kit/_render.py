@@ -28,7 +28,13 @@ _TAG_PATTERN = re.compile(
 
 
 _FIELD_LABELS = ("Title", "Reference", "Age", "Description")
-_FORGED_FIELD = re.compile(r"^(?=[ \t]*(?:" + "|".join(_FIELD_LABELS) + r"):)", re.MULTILINE | re.IGNORECASE)
+# A body line that reads as one of the block's own lines: a field, the heading, a truncation note.
+_OWN_LINE = r"[ \t]*(?:(?:" + "|".join(_FIELD_LABELS) + r")[ \t]*:|#[ \t]*Recalled memories|\[\.\.\. truncated)"
+_FORGED_ASCII = re.compile(r"^(?=" + _OWN_LINE + ")", re.MULTILINE | re.IGNORECASE)
+_FORGED_FOLDED = re.compile(_OWN_LINE, re.IGNORECASE)
+_OWN_LINE_STARTS = frozenset("TtRrAaDd#[")
+_FORGE_SCAN = 40  # visible characters of a line's head compared: the longest own line's start is 19
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # all but tab, line feed, carriage return
 
 
 # Invisible characters that are not format characters (Cf): the combining grapheme joiner, the
@@ -94,9 +100,36 @@ def _tag_at(text: str, i: int) -> bool:
     return _TAG_PATTERN.match("".join(seen)) is not None
 
 
-def _unforgeable_body(body: str) -> str:
-    """A body line that looks like one of the block's own fields is marked as body text."""
-    return _FORGED_FIELD.sub(lambda _: "\\", body)
+def _unforgeable_body(body: str, shown_at_most: int) -> str:
+    """A body line that looks like one of the block's own lines (a field, the heading, a truncation
+    note), read folded as tags are (``Ｔitle:``, ``Title\u200b:``), is marked as body text; a control
+    character other than a line break, a carriage return or a tab is shown escaped (``\x1b``), as
+    ``query`` shows it. Folded lines are looked at within the first ``shown_at_most`` characters only:
+    no more of a body is ever shown."""
+    if not body.isascii():
+        head, rest = body[:shown_at_most], body[shown_at_most:]
+        lines = head.split("\n")
+        body = "\n".join("\\" + line if _forged_line(line) else line for line in lines) + rest
+    body = _FORGED_ASCII.sub(lambda _: "\\", body)
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], body)
+
+
+def _forged_line(line: str) -> bool:
+    """Whether ``line``, folded, starts as one of the block's own lines."""
+    if line[:1].isascii() and line[:1] not in _OWN_LINE_STARTS and line[:1] not in " \t":
+        return False  # most lines: their first character already rules it out
+    folded: list[str] = []
+    visible = 0
+    for ch in line[:_MAX_TAG_SCAN]:
+        folded_ch = _fold(ch)
+        folded.append(folded_ch)
+        if folded_ch and not folded_ch.isspace():
+            if visible == 0 and folded_ch not in _OWN_LINE_STARTS:
+                return False
+            visible += 1
+            if visible >= _FORGE_SCAN:
+                break
+    return _FORGED_FOLDED.match("".join(folded)) is not None
 
 
 def _field(text: str, limit: int = RENDER_FIELD_CHARS) -> str:
@@ -177,7 +210,7 @@ def render_memories(
     parts: list[tuple[str, str, str, int]] = []  # (head, ref, body, the least the doc costs: its separator, head, end tag and shortest body note)
     for doc in docs:
         ref = _field(shown_ref(doc.ref))  # a file name's byte that is not UTF-8 as \xNN, as the CLI shows it
-        head, body = _head(doc, ref, now), _unforgeable_body(neutralize(doc.body.strip()))
+        head, body = _head(doc, ref, now), _unforgeable_body(neutralize(doc.body.strip()), budget)
         parts.append((head, ref, body, len(_SEP) + len(head) + len(_END) + _least_body(body, ref)))
     room = budget - len(opening) - len(_SEP) - len(closing)
     left_out: list[str] = []
