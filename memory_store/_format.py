@@ -41,8 +41,12 @@ def format_memory(
 
 def memory_slug(name: str) -> str:
     """The file name stem a new memory called ``name`` gets: lower-case words joined by ``-``."""
+    return _words(name) or "memory"
+
+
+def _words(name: str) -> str:
     words = _NOT_WORD.sub("-", name.lower()).strip("-_")
-    return words[:MAX_SLUG_CHARS].rstrip("-_") or "memory"
+    return words[:MAX_SLUG_CHARS].rstrip("-_")
 
 
 TYPE_FOLDERS = {"project": "projects"}  # as the examples file them: user/, feedback/, reference/, projects/<project>/
@@ -55,5 +59,7 @@ def new_memory_path(type: str, name: str, project: str | None = None) -> str:
     if project is not None:
         if type != "project":
             raise ValueError(f"a project folder is for type project, not {type}")
-        folder = f"{folder}/{memory_slug(project)}"
+        if not _words(project):  # "", "../..": filed under projects/memory/ before, silently
+            raise ValueError(f"the project name {project!r} has no letter or digit to name its folder")
+        folder = f"{folder}/{_words(project)}"
     return f"{folder}/{memory_slug(name)}.md"

@@ -172,6 +172,8 @@ class MemoryRoot:
         MemoryParseError (nothing is written) when the store would skip it, or when ``project`` is given
         for another type; otherwise as ``write``.
         """
+        if any(not keyword.strip() for keyword in keywords):
+            raise MemoryParseError("a keyword is empty")  # the reader would drop it: the file would hold junk
         text = format_memory(name=name, description=description, type=type, body=body, keywords=keywords)
         doc = parse_memory(text, max_bytes=self._max_bytes)  # the store's own rules, before any write
         try:

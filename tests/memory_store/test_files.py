@@ -111,6 +111,12 @@ def test_save_refuses_what_the_store_would_skip_before_touching_the_disk(files: 
         files.save(name="x", description="", type="project")
     with pytest.raises(MemoryParseError, match="unknown type"):
         files.save(name="x", description="d", type="gossip")
+    # what the reader would drop, or a folder no word names (filed under projects/memory/ before)
+    with pytest.raises(MemoryParseError, match="a keyword is empty"):
+        files.save(name="x", description="d", type="user", keywords=["tea", "  "])
+    for project in ("", "../..", "!!!"):
+        with pytest.raises(MemoryParseError, match="has no letter or digit"):
+            files.save(name="x", description="d", type="project", project=project)
     assert tree(root) == before
 
 
