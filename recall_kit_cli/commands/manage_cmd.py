@@ -11,7 +11,9 @@ from pathlib import Path
 
 import click
 
-from memory_store import MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError
+from memory_store import (
+    MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError, given_ref,
+)
 from recall_kit import ConfigError, render_memories
 from recall_kit.cache import forget_memory
 from recall_kit_cli._format import InputError
@@ -84,16 +86,23 @@ def _read_body() -> str:
 
 
 def find_doc(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
-    """The doc a REF names: its ref (root/path.md), its path under a root, or a file path."""
-    if ref in docs:
-        return docs[ref]
-    wanted = os.path.abspath(ref)
-    matches = [d for d in docs.values() if d.path == ref or str(d.abspath) == wanted]
+    """The doc a REF names: its ref (root/path.md), its path under a root, or a file path; each as
+    given, or as `list` shows it (a byte of the file name that is not UTF-8 written \\xNN)."""
+    matches = _named(docs, ref)
+    if not matches and given_ref(ref) != ref:
+        matches = _named(docs, given_ref(ref))
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         raise InputError(f"'{ref}' names {len(matches)} memories; use the full ref, e.g. {matches[0].ref}")
     raise InputError(f"no memory '{ref}'; `recall-kit list` shows the refs")  # shown cleaned: \xe9, not \udce9
+
+
+def _named(docs: Mapping[str, MemoryDoc], ref: str) -> list[MemoryDoc]:
+    if ref in docs:
+        return [docs[ref]]
+    wanted = os.path.abspath(ref)
+    return [d for d in docs.values() if d.path == ref or str(d.abspath) == wanted]
 
 
 @click.command("show", cls=HelpCommand)

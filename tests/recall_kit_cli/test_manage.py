@@ -112,6 +112,18 @@ def test_rm_needs_yes_without_a_terminal_and_deletes_with_it(run_cli: RunCli, st
     assert not (store / "user").exists() and store.is_dir()  # the folder it emptied goes; the root stays
 
 
+def test_show_and_rm_take_a_ref_as_list_shows_it_with_a_byte_that_is_not_utf8(run_cli: RunCli, store: Path) -> None:
+    (store / "user").joinpath(b"caf\xe9.md".decode("utf-8", "surrogateescape")).write_text(
+        "---\nname: Cafe\ndescription: the coffee place\ntype: user\n---\nFlat white.\n")
+    listed = run_cli("list", "--root", str(store))
+    assert "mem/user/caf\\xe9.md" in listed.stdout
+    shown = run_cli("show", "mem/user/caf\\xe9.md", "--root", str(store))
+    assert shown.returncode == 0 and "Flat white." in shown.stdout
+    removed = run_cli("rm", "user/caf\\xe9.md", "--root", str(store), "--yes")
+    assert removed.returncode == 0 and removed.stdout == "removed mem/user/caf\\xe9.md\n"
+    assert sorted(p.name for p in (store / "user").iterdir()) == ["tea.md"]
+
+
 def test_rm_keeps_a_folder_that_still_holds_something(run_cli: RunCli, store: Path) -> None:
     (store / "user" / "deep").mkdir()
     (store / "user" / "deep" / "old.md").write_text("---\nname: Old\ndescription: an old note\ntype: user\n---\nx\n")
