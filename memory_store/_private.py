@@ -138,8 +138,11 @@ def open_private(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, crea
 
 
 def read_private(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
-    """At most ``max_bytes`` of ``path``, a regular file of this user's, opened as ``open_private``
-    opens it; None when it is missing. UnsafePathError or OSError as ``open_private`` raises them."""
+    """At most ``max_bytes`` of ``path``, a regular file of this user's in a folder only this user
+    controls (``private_folder``: never a symlinked one, as the writers refuse it too), opened as
+    ``open_private`` opens it; None when it or its folder is missing. UnsafePathError or OSError as
+    those two raise them."""
+    private_folder(os.path.dirname(os.path.abspath(os.fspath(path))), create=False, missing_ok=True)
     try:
         fd = open_private(path)
     except FileNotFoundError:

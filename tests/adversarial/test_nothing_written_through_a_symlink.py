@@ -80,3 +80,17 @@ def test_hook_and_daemon_work_once_the_paths_are_plain_files_again(env: Env, mem
         result = env.hook(_prompt("cc-2"), memories)
     assert "Fly.io" in json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert not env.hook_log.is_symlink()
+
+
+def test_a_symlinked_state_folder_is_refused_by_its_readers_as_by_its_writers(env: Env, memories: Path) -> None:
+    # the hook, the daemon and doctor refuse the folder; `hook log` and `stats` read through it before
+    elsewhere = env.base / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "trail.jsonl").write_text(json.dumps({"t": 1.0, "session": "planted", "kind": "prompt"}) + "\n")
+    os.chmod(elsewhere / "trail.jsonl", 0o600)
+    env.hook_log.parent.parent.mkdir(mode=0o700, parents=True)
+    env.hook_log.parent.symlink_to(elsewhere)
+    log = env.run("hook", "log")
+    assert log.returncode == 2 and b"symlink" in log.stderr and b"planted" not in log.stdout
+    stats = env.run("stats", "--root", str(memories))
+    assert stats.returncode == 0 and b"its record cannot be read" in stats.stdout and b"symlink" in stats.stdout
