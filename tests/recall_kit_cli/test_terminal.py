@@ -86,7 +86,8 @@ def test_show_makes_an_escape_in_each_field_visible_as_list_does(run_cli: RunCli
     assert "body \\x1b[2J red" in lines
     assert_safe(shown.stdout)
     block = json.loads(run_cli("show", "evil/user/evil.md", "--root", str(root), "--json").stdout)["text"]
-    assert block.startswith("<recalled-memories>") and f"body {CLEAR} red" in block  # --json: exact, the agent's block
+    # --json: the agent's block exactly, whose body shows a control character escaped as the terminal does
+    assert block.startswith("<recalled-memories>") and "body \\x1b[2J red" in block and "\x1b" not in block
 
 
 def test_every_human_field_is_sanitised_on_a_terminal(hostile: Path) -> None:
