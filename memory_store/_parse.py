@@ -98,7 +98,10 @@ def parse_memory(
     ``raw`` is the file's bytes (a str is encoded as UTF-8 first); the size limit,
     binary check and UTF-8 check apply to those bytes.
     """
-    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    try:
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    except UnicodeEncodeError as exc:  # a lone surrogate: os.fsdecode's or surrogateescape's, never text
+        raise MemoryParseError(f"invalid UTF-8 at character {exc.start} (a lone surrogate)") from None
     if len(data) > max_bytes:
         raise MemoryParseError(f"file is {len(data)} bytes, over the {max_bytes}-byte limit")
     nul = data.find(b"\x00")

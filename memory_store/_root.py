@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_store._root_rule import broad_root_refusal
 from memory_store._errors import MemoryExistsError, MemoryNotFoundError, MemoryParseError, MemoryPathError, MemoryStoreError
 from memory_store._fd import SidecarProblem, opened_folder, opened_root
 from memory_store._format import format_memory, new_memory_path
@@ -53,7 +54,12 @@ class MemoryRoot:
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         """``label`` defaults to the folder's name; ``sidecar`` is a file to keep enrichment in
-        instead of the root's own ``.recall-kit/enrichment.jsonl``."""
+        instead of the root's own ``.recall-kit/enrichment.jsonl``. A path that is no folder of
+        memories (the file system root, the home folder or above it, a NUL in it: ``broad_root_refusal``)
+        raises MemoryStoreError, as ``MemoryStore.open`` does: `add --root ~` wrote into the home folder."""
+        refusal = broad_root_refusal(os.fspath(path))
+        if refusal is not None:
+            raise MemoryStoreError(refusal)
         absolute = given_path(path)
         self._root = Root(checked_label(label) if label is not None else default_label(absolute), absolute)
         self._sidecar = (
@@ -139,6 +145,10 @@ class MemoryRoot:
         ref = self._ref(rel)
         parts = self._parts(rel, ref)
         name = parts[-1]
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (os.fsdecode's, surrogateescape's): not text a file can hold
+            raise MemoryParseError(f"not written: {ref} is not valid UTF-8 text") from None
         with opened_root(self._root) as root_fd, opened_folder(root_fd, parts[:-1], ref, create=True) as folder_fd:
             info = _lstat(folder_fd, name, ref)
             refusal = _existing_refusal(info, ref, overwrite=overwrite)
@@ -146,7 +156,7 @@ class MemoryRoot:
                 raise refusal
             mode = stat.S_IMODE(info.st_mode) if info is not None else None
             try:
-                write_in_folder(folder_fd, name, text.encode("utf-8"), replace=overwrite, mode=mode)
+                write_in_folder(folder_fd, name, data, replace=overwrite, mode=mode)
             except FileExistsError:
                 appeared = _lstat(folder_fd, name, ref)  # what won the race is what the message names
                 raced = _existing_refusal(appeared, ref, overwrite=False, meanwhile=" (it appeared meanwhile)")
@@ -172,10 +182,12 @@ class MemoryRoot:
         MemoryParseError (nothing is written) when the store would skip it, or when ``project`` is given
         for another type; otherwise as ``write``.
         """
-        if any(not keyword.strip() for keyword in keywords):
-            raise MemoryParseError("a keyword is empty")  # the reader would drop it: the file would hold junk
+        if any(not any(ch.isalnum() for ch in keyword) for keyword in keywords):
+            raise MemoryParseError("a keyword is empty: it has no letter or digit")  # "", " ", a zero-width space
         text = format_memory(name=name, description=description, type=type, body=body, keywords=keywords)
         doc = parse_memory(text, max_bytes=self._max_bytes)  # the store's own rules, before any write
+        if doc.problems:  # what it would load the memory without (a keyword over its length): `validate` says so
+            raise MemoryParseError(doc.problems[0])
         try:
             rel = new_memory_path(doc.type, doc.name, project)
         except ValueError as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_store import MemoryDoc, Snapshot
-from recall_kit._errors import UsageError
+from recall_kit._errors import SessionClosedError, UsageError
 from recall_kit._session import RecallSession
 from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, Stages
 from recall_kit._sync_session import SyncRecallSession
@@ -150,12 +150,19 @@ class Recaller:
         return self.stages.candidates()
 
     def session(self) -> RecallSession:
-        """A new conversation (asyncio): its own pending handle and surfaced refs."""
+        """A new conversation (asyncio): its own pending handle and surfaced refs. SessionClosedError
+        once the Recaller is closed (its store no longer follows the files)."""
+        self._check_open()
         return RecallSession(self.stages, f"s{next(self._session_ids)}")
 
     def sync_session(self) -> SyncRecallSession:
-        """A session for threaded code, on its own background loop thread."""
+        """A session for threaded code, on its own background loop thread; SessionClosedError once closed."""
+        self._check_open()
         return SyncRecallSession(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError("the Recaller is closed: open another to start a session")
 
     @property
     def closed(self) -> bool:
@@ -166,7 +173,8 @@ class Recaller:
         """Stop background enrichment and close what this Recaller made (its learner first, so what
         is queued is written; its heuristic) and then what ``opened`` lists (from ``open_recaller``:
         the heuristic, then the store). An owned selector's connections are closed on their own
-        loop: by the sync sessions that used it, or by ``aclose()``."""
+        loop: by the sync sessions that used it, or by ``aclose()``. No new session starts after it;
+        one made before recalls from the last snapshot until it is closed itself."""
         if self._closed:
             return
         self._closed = True

@@ -112,12 +112,29 @@ def test_save_refuses_what_the_store_would_skip_before_touching_the_disk(files: 
     with pytest.raises(MemoryParseError, match="unknown type"):
         files.save(name="x", description="d", type="gossip")
     # what the reader would drop, or a folder no word names (filed under projects/memory/ before)
-    with pytest.raises(MemoryParseError, match="a keyword is empty"):
-        files.save(name="x", description="d", type="user", keywords=["tea", "  "])
+    for blank in ("  ", "\u200b"):
+        with pytest.raises(MemoryParseError, match="a keyword is empty"):
+            files.save(name="x", description="d", type="user", keywords=["tea", blank])
+    # one the store would load the memory without, `validate` then naming it
+    with pytest.raises(MemoryParseError, match="over 100 characters"):
+        files.save(name="x", description="d", type="user", keywords=["a" * 150])
+    # text no file can hold: a lone surrogate, as os.fsdecode gives one
+    with pytest.raises(MemoryParseError, match="lone surrogate"):
+        files.save(name="x", description="d", type="user", body="caf\udce9")
+    with pytest.raises(MemoryParseError, match="not valid UTF-8"):
+        files.write("user/w.md", "---\nname: n\ndescription: d\ntype: user\n---\n\udce9\n", overwrite=False)
     for project in ("", "../..", "!!!"):
         with pytest.raises(MemoryParseError, match="has no letter or digit"):
             files.save(name="x", description="d", type="project", project=project)
     assert tree(root) == before
+
+
+def test_a_root_that_is_no_folder_of_memories_is_refused_by_memoryroot_as_by_every_door(tmp_path: Path) -> None:
+    home = os.path.expanduser("~")
+    for path, words in ((home, "is the home folder"), (os.path.dirname(home), "holds the home folder"),
+                        ("/", "is the file system root"), (str(tmp_path / "x\0"), "holds a NUL character")):
+        with pytest.raises(MemoryStoreError, match=words):
+            MemoryRoot(path)
 
 
 def test_save_never_replaces_a_memory_unless_asked(files: MemoryRoot, root: Path) -> None:

@@ -84,6 +84,17 @@ def test_add_into_a_type_folder_that_is_a_symlink_out_of_the_root_is_refused_and
     assert list(outside.iterdir()) == [] and sorted(str(p) for p in store.rglob("*")) == before
 
 
+def test_add_into_the_home_folder_or_above_is_refused_as_every_door_refuses_it(run_cli: RunCli, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**clean_environ(), "HOME": str(home)}
+    for root, words in ((home, "is the home folder"), (tmp_path, "holds the home folder")):
+        result = run_cli("add", "--root", str(root), "--type", "user", "--name", "Note", "--description", "d",
+                         "--body", "x", env=env)
+        assert_one_line_error(result, "not saved", words)
+    assert list(home.iterdir()) == [] and not (tmp_path / "user").exists()
+
+
 def test_add_without_a_root_anywhere_is_one_line(run_cli: RunCli) -> None:
     assert_one_line_error(run_cli("add", "--type", "user", "--name", "x", "--description", "d", "--body", "b"),
                           "no memory root", "RECALL_KIT_ROOTS")

@@ -106,6 +106,17 @@ def test_a_closed_recaller_does_not_warn(store: MemoryStore) -> None:
         gc.collect()
 
 
+def test_a_closed_recaller_starts_no_session(store: MemoryStore) -> None:
+    from recall_kit import SessionClosedError
+
+    recaller = Recaller(store)
+    recaller.close()
+    with pytest.raises(SessionClosedError, match="the Recaller is closed"):
+        recaller.session()
+    with pytest.raises(SessionClosedError, match="the Recaller is closed"):
+        recaller.sync_session()
+
+
 def test_a_heuristic_dropped_unclosed_stops_following_the_store(tmp_path) -> None:
     (tmp_path / "m").mkdir()
     with MemoryStore.open(tmp_path / "m", watch=False) as store:
