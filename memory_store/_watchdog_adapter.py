@@ -126,7 +126,7 @@ def _bound_watchdog_walks() -> None:
 # text holds every path the group watches (a 1,100-level tree made 62 of them, 2.3 MB, in one test).
 # And the walk stops at MAX_FOLDER_DEPTH, but a folder created just below the deepest watched one was
 # watched because its parent was, then its own child, on down the tree. Its groups get an _add_callback
-# that skips both. watchdog 7.0-7.1.0 keeps its watches in two dicts, path -> watch and watch -> path;
+# that skips both. watchdog 7.1.0 (the floor) keeps its watches in two dicts, path -> watch and watch -> path;
 # 7.1.1 in a tree of folder nodes (``_nodes_by_wd``, found by path with ``_find_node_by_path``), and
 # the dicts are built afresh at each read. Any other layout is left to watchdog, but for the depth.
 _WATCH_GROUP = ("watchdog.observers.inotify", "InotifyWatchGroup")
@@ -172,7 +172,7 @@ class _Watches(Protocol):
 
 
 class _FlatWatches:
-    """watchdog 7.0-7.1.0: ``_active_callbacks_by_path`` and ``_active_callbacks_by_watch``, plain dicts."""
+    """watchdog 7.1.0: ``_active_callbacks_by_path`` and ``_active_callbacks_by_watch``, plain dicts."""
 
     def __init__(self, by_path: dict[bytes, Any], by_watch: dict[Any, bytes]) -> None:
         self._by_path, self._by_watch = by_path, by_watch
