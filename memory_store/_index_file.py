@@ -169,46 +169,51 @@ def _current(folder_fd: int, where: str, uid: int) -> tuple[os.stat_result, byte
 
 
 def _backup_name(rel: str) -> str:
-    """The name an index's backups start with: ``rel`` with each ``/`` as ``__``, and a ``%`` or ``_``
-    of its own percent-encoded, so two indexes never share it (``a__b/MEMORY.md`` is
+    """The name of an index's backup folder: ``rel`` with each ``/`` as ``__``, and a ``%`` or ``_`` of
+    its own percent-encoded, so two indexes never share it (``a__b/MEMORY.md`` is
     ``a%5F%5Fb__MEMORY.md``, ``a/b/MEMORY.md`` is ``a__b__MEMORY.md``) and it reads back as the path."""
     return "__".join(part.replace("%", "%25").replace("_", "%5F") for part in rel.split("/"))
 
 
 def _backup(root: Root, sidecar_fd: int, rel: str, data: bytes) -> Path:
-    """``data`` kept as ``.recall-kit/index-backups/<_backup_name(rel)>.<time>`` (0600), never replacing a file;
-    a second one in the same second takes the next number after the last (``-1``, ``-2``), so names sort by age."""
-    with opened_folder(sidecar_fd, [BACKUP_FOLDER], f"{root.label}/{SIDECAR_FOLDER}/{BACKUP_FOLDER}", create=True) as fd:
-        name = _backup_name(rel)
+    """``data`` kept as ``.recall-kit/index-backups/<_backup_name(rel)>/<time>`` (0600), never replacing a
+    file; a second one in the same second takes the next number after the last (``-1``, ``-2``), so
+    names sort by age. A folder per index: keeping one lists only that index's backups, so mending
+    10,000 indexes is not quadratic."""
+    name = _backup_name(rel)
+    where = f"{root.label}/{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{name}"
+    with opened_folder(sidecar_fd, [BACKUP_FOLDER, name], where, create=True) as fd:
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        taken = [attempt for when, attempt, _entry in _backups(fd, name) if when == stamp]
+        kept = _backups(fd)
+        taken = [attempt for when, attempt, _entry in kept if when == stamp]
         first = max(taken) + 1 if taken else 0
         for attempt in range(first, first + 100):
-            entry = f"{name}.{stamp}" + (f"-{attempt}" if attempt else "")
+            entry = stamp + (f"-{attempt}" if attempt else "")
             try:
                 write_in_folder(fd, entry, data, replace=False, mode=0o600)
             except FileExistsError:
                 continue
             except OSError as exc:
                 raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: {exc.strerror}; nothing written") from None
-            _prune(fd, name)
-            return Path(root.abspath(f"{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{entry}"))
+            _prune(fd, sorted([*kept, (stamp, attempt, entry)]))
+            return Path(root.abspath(f"{SIDECAR_FOLDER}/{BACKUP_FOLDER}/{name}/{entry}"))
     raise MemoryStoreError(f"cannot keep a backup of {root.label}/{rel}: too many backups this second")
 
 
-def _backups(folder_fd: int, name: str) -> list[tuple[str, int, str]]:
-    """The backups of the index whose backups are called ``name``, oldest first: (time stamp, number, file name)."""
-    mine = re.compile(re.escape(name) + r"\.(\d{8}T\d{6})(?:-(\d+))?")
+_BACKUP_ENTRY = re.compile(r"(\d{8}T\d{6})(?:-(\d+))?")
+
+
+def _backups(folder_fd: int) -> list[tuple[str, int, str]]:
+    """The backups in one index's backup folder, oldest first: (time stamp, number, file name)."""
     try:
         listed = os.listdir(folder_fd)
     except OSError:
         return []
-    return sorted((match.group(1), int(match.group(2) or 0), entry) for entry in listed if (match := mine.fullmatch(entry)))
+    return sorted((match.group(1), int(match.group(2) or 0), entry) for entry in listed if (match := _BACKUP_ENTRY.fullmatch(entry)))
 
 
-def _prune(folder_fd: int, name: str) -> None:
-    """Remove the oldest backups of the index whose backups are called ``name`` beyond MAX_BACKUPS."""
-    kept = _backups(folder_fd, name)
+def _prune(folder_fd: int, kept: list[tuple[str, int, str]]) -> None:
+    """Remove the oldest of ``kept`` (one index's backups, oldest first) beyond MAX_BACKUPS."""
     for _stamp, _attempt, entry in kept[: max(0, len(kept) - MAX_BACKUPS)]:
         try:
             os.unlink(entry, dir_fd=folder_fd)

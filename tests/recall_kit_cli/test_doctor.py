@@ -92,7 +92,7 @@ def test_fix_shows_the_diff_asks_and_writes_only_with_yes(sick: Sick) -> None:
     assert fixed.returncode == 1 and "mended" in fixed.stdout and "8 findings left" in fixed.stdout, fixed.stdout
     after = tree_state(sick.folder, sick.project)
     changed = {path for path in after if before.get(path) != after[path]} | set(before) - set(after)
-    backups = sorted((sick.folder / ".recall-kit" / "index-backups").iterdir())
+    backups = sorted((sick.folder / ".recall-kit" / "index-backups").glob("*/*"))
     assert changed == {str(index), str(sick.folder / ".recall-kit"), *(str(p) for p in sick.folder.glob(".recall-kit/**/*"))}
     assert len(backups) == 1 and backups[0].read_bytes() == old
     kept = old.decode().split("\n")
