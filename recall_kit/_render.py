@@ -30,7 +30,10 @@ _TAG_PATTERN = re.compile(
 _FIELD_LABELS = ("Title", "Reference", "Age", "Description")
 # A body line that reads as one of the block's own lines: a field, the heading, a truncation note.
 _OWN_LINE = r"[ \t]*(?:(?:" + "|".join(_FIELD_LABELS) + r")[ \t]*:|#[ \t]*Recalled memories|\[\.\.\. truncated)"
-_FORGED_ASCII = re.compile(r"^(?=" + _OWN_LINE + ")", re.MULTILINE | re.IGNORECASE)
+# A line starts after a line feed or a lone carriage return (an agent's terminal and its model read
+# both as one); in a body that is not ASCII, after U+2028 and U+2029 too (U+0085 is escaped below).
+_FORGED_ASCII = re.compile(r"(?:^|(?<=\r))(?=" + _OWN_LINE + ")", re.MULTILINE | re.IGNORECASE)
+_LINE_BREAK = re.compile("([\n\r\u2028\u2029])")
 _FORGED_FOLDED = re.compile(_OWN_LINE, re.IGNORECASE)
 _OWN_LINE_STARTS = frozenset("TtRrAaDd#[")
 _FORGE_SCAN = 40  # visible characters of a line's head compared: the longest own line's start is 19
@@ -101,15 +104,16 @@ def _tag_at(text: str, i: int) -> bool:
 
 
 def _unforgeable_body(body: str, shown_at_most: int) -> str:
-    """A body line that looks like one of the block's own lines (a field, the heading, a truncation
-    note), read folded as tags are (``Ｔitle:``, ``Title\u200b:``), is marked as body text; a control
+    """A body line (after any line break, a carriage return or U+2028 too) that looks like one of the
+    block's own lines (a field, the heading, a truncation note), read folded as tags are (``Ｔitle:``, ``Title\u200b:``), is marked as body text; a control
     character other than a line break, a carriage return or a tab is shown escaped (``\x1b``), as
     ``query`` shows it. Folded lines are looked at within the first ``shown_at_most`` characters only:
     no more of a body is ever shown."""
     if not body.isascii():
         head, rest = body[:shown_at_most], body[shown_at_most:]
-        lines = head.split("\n")
-        body = "\n".join("\\" + line if _forged_line(line) else line for line in lines) + rest
+        pieces = _LINE_BREAK.split(head)  # lines at even places, the breaks between them at odd ones
+        pieces[::2] = ["\\" + line if _forged_line(line) else line for line in pieces[::2]]
+        body = "".join(pieces) + rest
     body = _FORGED_ASCII.sub(lambda _: "\\", body)
     return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], body)
 
