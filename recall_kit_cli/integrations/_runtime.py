@@ -94,6 +94,9 @@ def append_line(path: Path, line: str, *, rotate_at: int) -> bool:
     try:
         fd = open_log(path, rotate_at=rotate_at)
         try:
+            end = os.fstat(fd).st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                line = "\n" + line  # the last line was cut (kill -9, a full disk): it stays alone, unread
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)
@@ -109,7 +112,7 @@ def open_log(path: Path, *, rotate_at: int | None = None) -> int:
     from memory_store import open_private, private_folder  # the private-path helpers alone: cheap
 
     private_folder(path.parent)
-    fd = open_private(path, os.O_WRONLY | os.O_APPEND, create=True)
+    fd = open_private(path, os.O_RDWR | os.O_APPEND, create=True)  # readable: append_line looks at the last byte
     try:
         too_big = rotate_at is not None and os.fstat(fd).st_size > rotate_at
     except OSError:
@@ -118,5 +121,5 @@ def open_log(path: Path, *, rotate_at: int | None = None) -> int:
     if too_big:
         os.close(fd)
         os.replace(path, path.with_name(path.name + ".1"))  # renames the file we checked, whatever it links to
-        fd = open_private(path, os.O_WRONLY | os.O_APPEND, create=True)
+        fd = open_private(path, os.O_RDWR | os.O_APPEND, create=True)
     return fd

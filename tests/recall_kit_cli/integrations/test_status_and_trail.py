@@ -13,6 +13,7 @@ from integration_support import DEPLOY_PROMPT, EXAMPLES, Daemon, Env, wait_for
 
 from recall_kit.limits import TRAIL_MAX_BYTES
 from recall_kit.testing import Reply, ScriptedChatServer
+from recall_kit_cli.integrations._surfaced import SurfacedRecord
 from recall_kit_cli.integrations.trail import Trail, read_trail
 
 
@@ -194,6 +195,19 @@ def test_the_trail_rotates_past_its_bound_into_one_old_file(tmp_path: Path) -> N
     assert len(sizes) == 2 and max(sizes) <= TRAIL_MAX_BYTES + 1024
     assert len(read_trail(state / "trail.jsonl", limit=5)) == 5
     assert os.stat(state / "trail.jsonl").st_mode & 0o077 == 0
+
+
+def test_a_line_cut_by_a_crash_is_left_alone_and_the_next_record_is_kept_whole(tmp_path: Path) -> None:
+    # kill -9 or a full disk mid-write leaves a last line without its newline; the next record must
+    # not be glued onto it, or a restarted daemon forgets a delivery and delivers that memory again
+    path = tmp_path / "state" / "surfaced.jsonl"
+    path.parent.mkdir(mode=0o700)
+    path.write_text('{"t": 1, "session": "zz", "refs": ["memory/d.md"')
+    path.chmod(0o600)
+    SurfacedRecord(path).add("a", ["memory/other.md"])
+    restarted = SurfacedRecord(path)
+    assert restarted.refs("a") == ("memory/other.md",) and restarted.refs("zz") == ()
+    assert path.read_text().splitlines()[0] == '{"t": 1, "session": "zz", "refs": ["memory/d.md"'
 
 
 def test_the_log_shows_the_models_choice_and_its_timing(env: Env, memories: Path) -> None:
