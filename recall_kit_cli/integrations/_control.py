@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from recall_kit_cli.integrations._runtime import RuntimePaths
-from recall_kit_cli.integrations.protocol import DaemonError, UntrustedSocket, listening, request
+from recall_kit_cli.integrations.protocol import DaemonError, UnusableSocketPath, UntrustedSocket, listening, request
 
 ASK_TIMEOUT_S = 5.0  # a live daemon answers status in milliseconds; one that takes longer is stuck
 STOP_TIMEOUT_S = 10.0  # closing its sessions and stores takes at most SHUTDOWN_GRACE_S (5 s): twice that is stuck
@@ -35,7 +35,7 @@ def stop_daemon(paths: RuntimePaths, timeout_s: float) -> int:
 def _ask(paths: RuntimePaths, message: dict[str, Any]) -> dict[str, Any]:
     try:
         return request(paths.socket, [message], deadline=time.monotonic() + ASK_TIMEOUT_S)[0]
-    except UntrustedSocket:
+    except (UntrustedSocket, UnusableSocketPath):
         raise
     except DaemonError:
         if not listening(paths.socket):

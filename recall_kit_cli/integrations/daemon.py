@@ -54,7 +54,6 @@ from recall_kit.limits import (
     DAEMON_MAX_STORES,
     MAX_SESSION_ID_CHARS,
     PROTOCOL_MAX_LINE_BYTES,
-    SOCKET_PATH_MAX_BYTES,
     WRITING_NOTE_WAIT_S,
 )
 from recall_kit_cli._output import json_text
@@ -62,7 +61,7 @@ from recall_kit_cli.integrations._offloop import close_quietly, in_thread, retri
 from recall_kit_cli.integrations._roots import check_root_set
 from recall_kit_cli.integrations._runtime import RuntimePaths
 from recall_kit_cli.integrations._surfaced import SurfacedRecord
-from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION, DaemonError
+from recall_kit_cli.integrations.protocol import PROTOCOL_VERSION, DaemonError, check_socket_length
 from recall_kit_cli.integrations.trail import Trail
 
 _log = logging.getLogger("recall_kit.daemon")
@@ -162,10 +161,7 @@ class RecallDaemon:
         """Take the per-user lock and clear a socket a dead daemon left; AlreadyRunning if one lives,
         UnsafePathError when the run folder or the lock is not this user's alone (or is a symlink),
         DaemonError when no socket can be bound at the path."""
-        size = len(os.fsencode(self.paths.socket))
-        if size > SOCKET_PATH_MAX_BYTES:
-            raise DaemonError(f"the socket path {self.paths.socket} is {size} bytes, over the {SOCKET_PATH_MAX_BYTES} "
-                              "a Unix socket's may have; set XDG_RUNTIME_DIR to a shorter folder")
+        check_socket_length(self.paths.socket)
         private_folder(self.paths.folder)
         fd = open_private(self.paths.lock, os.O_RDWR, create=True)
         try:

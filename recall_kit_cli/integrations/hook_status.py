@@ -20,7 +20,7 @@ from recall_kit_cli.integrations._runtime import runtime_paths
 from recall_kit_cli.integrations.agent_settings import SettingsError, installed_commands, read_settings, settings_path
 from recall_kit_cli.integrations.agents import AGENTS, Agent, folders_at
 from recall_kit_cli.integrations.doctor_plan import doctor_summary
-from recall_kit_cli.integrations.protocol import DaemonError
+from recall_kit_cli.integrations.protocol import DaemonError, UnusableSocketPath, UntrustedSocket
 
 SCOPES = ("user", "project")
 
@@ -41,7 +41,8 @@ def collect_status(cwd: str, environ: dict[str, str], *, agent_keywords: bool = 
             "enrichment": status.get("enrichment"),
         }
     except DaemonError as exc:
-        daemon = {"running": False, "reason": str(exc), "socket": str(paths.socket)}
+        daemon = {"running": False, "reason": str(exc), "socket": str(paths.socket),
+                  "startable": not isinstance(exc, (UnusableSocketPath, UntrustedSocket))}
     return {"cwd": cwd, "agents": agents, "daemon": daemon, "trail": str(paths.trail), "doctor": doctor_summary(cwd, environ)}
 
 
@@ -155,7 +156,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append(f"daemon: running, pid {daemon['pid']}, {daemon['sessions']} sessions, {daemon['stores']} stores open")
         lines.append(f"  background enrichment: {enrichment_line(daemon.get('enrichment'))}")
     else:
-        lines.append(f"daemon: not running ({daemon['reason']}); the first prompt starts it")
+        then = "the first prompt starts it" if daemon["startable"] else "no prompt can start it"
+        lines.append(f"daemon: not running ({daemon['reason']}); {then}")
     lines.append(f"trail: {status['trail']} (`recall-kit hook log`)")
     lines.append(status["doctor"])
     return lines

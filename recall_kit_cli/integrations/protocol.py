@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_store import RecallKitError, parse_json  # its errors and JSON modules alone: cheap
-from recall_kit.limits import PROTOCOL_MAX_LINE_BYTES
+from recall_kit.limits import PROTOCOL_MAX_LINE_BYTES, SOCKET_PATH_MAX_BYTES
 
 PROTOCOL_VERSION = 1
 
@@ -38,6 +38,10 @@ class DaemonError(RecallKitError):
 
 class UntrustedSocket(DaemonError):
     """The socket sits where another user could swap it, or another user's process listens on it."""
+
+
+class UnusableSocketPath(DaemonError):
+    """No Unix socket can be bound or reached at the path: it is longer than one may be."""
 
 
 def request(path: Path | str, messages: list[dict[str, Any]], *, deadline: float) -> list[dict[str, Any]]:
@@ -109,9 +113,21 @@ def listening(path: Path | str) -> bool:
         probe.close()
 
 
+def check_socket_length(path: Path | str) -> None:
+    """UnusableSocketPath when ``path`` is longer than a Unix socket's may be: no daemon can serve it."""
+    size = len(os.fsencode(path))
+    if size > SOCKET_PATH_MAX_BYTES:
+        raise UnusableSocketPath(f"the socket path {path} is {size} bytes, over the {SOCKET_PATH_MAX_BYTES} a Unix "
+                                 "socket's may have; set XDG_RUNTIME_DIR to a shorter folder")
+
+
 def check_socket_folder(path: Path | str) -> None:
-    """UntrustedSocket unless every folder on the way to ``path`` that exists is this user's alone."""
+    """UnusableSocketPath when ``path`` is too long (``check_socket_length``: so no hook starts a
+    daemon bound to fail); UntrustedSocket unless every folder on the way to it that exists is this
+    user's alone."""
     from memory_store import UnsafePathError, private_folder  # the private-path helpers alone: cheap
+
+    check_socket_length(path)
 
     try:
         private_folder(os.path.dirname(os.fspath(path)), create=False, missing_ok=True)

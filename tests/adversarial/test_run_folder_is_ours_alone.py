@@ -195,3 +195,21 @@ def test_a_run_folder_too_deep_for_a_unix_socket_is_refused_in_one_line(tmp_path
     err = result.stderr.decode()
     assert result.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "over the 107" in err and "XDG_RUNTIME_DIR" in err
+
+
+def test_a_socket_path_too_long_starts_no_daemon_from_a_hook_and_the_status_commands_say_why(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir(mode=0o700)
+    env.vars["XDG_RUNTIME_DIR"] = str(deep)
+    event = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path), "prompt": DEPLOY_PROMPT}
+    for name in ("SessionStart", "UserPromptSubmit"):
+        result = env.run("hook", "claude-code", input=json.dumps({**event, "hook_event_name": name}))
+        assert result.returncode == 0 and result.stdout == b""  # the agent is never held up
+    assert "over the 107" in env.hook_log.read_text() and "did not start" not in env.hook_log.read_text()
+    assert not (Path(env.vars["XDG_STATE_HOME"]) / "recall-kit" / "daemon.log").exists()  # no daemon was spawned
+    status = env.run("serve", "--status")
+    err = status.stderr.decode()
+    assert status.returncode == 2 and len(err.strip().splitlines()) == 1 and "over the 107" in err, err
+    hook_status = env.run("hook", "status").stdout.decode()
+    assert "over the 107" in hook_status and "no prompt can start it" in hook_status
