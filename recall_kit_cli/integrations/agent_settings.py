@@ -302,6 +302,7 @@ def _edit_settings(
         return InstallResult(path, False, "")
     if old is not None:
         _refuse_read_only(target, path)
+        _refuse_hard_linked(target, path)
     diff = "".join(
         difflib.unified_diff(
             old_text.splitlines(keepends=True),
@@ -321,9 +322,11 @@ def _edit_settings(
         if _read(target, path) != old:  # the agent (or an editor) wrote it meanwhile: theirs wins
             raise SettingsError(f"{path} changed while recall-kit was editing it; nothing was changed, run it again")
         atomic_write(target, new_text)
-    except (OSError, MemoryStoreError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise SettingsError(f"cannot write {path}: {reason}") from None
+    except MemoryStoreError as exc:
+        raise SettingsError(f"cannot write {path}: {exc}") from None
+    except OSError as exc:
+        failed = exc.filename if exc.filename and os.path.abspath(exc.filename) != str(target) else path  # a backup in the way
+        raise SettingsError(f"cannot write {failed}: {exc.strerror}; {path} was not changed") from None
     return InstallResult(path, True, diff, backup, original)
 
 
@@ -368,6 +371,16 @@ def _refuse_read_only(target: Path, path: Path) -> None:
     if not info.st_mode & stat.S_IWUSR or not os.access(target, os.W_OK):
         shown = str(path) if target == path else f"{path} (-> {target})"
         raise SettingsError(f"{shown} is read-only; nothing was changed (make it writable first)")
+
+
+def _refuse_hard_linked(target: Path, path: Path) -> None:
+    """A file with a second hard link (a dotfiles copy) would be split from it by the atomic rename:
+    refused, as a symlink is followed instead."""
+    links = os.stat(target).st_nlink
+    if links > 1:
+        shown = str(path) if target == path else f"{path} (-> {target})"
+        raise SettingsError(f"{shown} has {links} hard links, and a rewrite would split them; nothing was changed "
+                            "(make it a symlink, or one file, first)")
 
 
 def _keep_copies(agent: Agent, path: Path, old_text: str) -> tuple[Path, Path | None]:

@@ -139,6 +139,31 @@ def test_a_read_only_settings_file_is_refused_in_one_line_and_left_alone(env: En
     assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
 
 
+def test_a_hard_linked_settings_file_is_refused_in_one_line_and_both_links_stay_one_file(
+    env: Env, agent: Agent, memories: Path, tmp_path: Path
+) -> None:
+    path = _write_settings(env, agent)
+    dotfiles = tmp_path / "dotfiles-settings.json"
+    os.link(path, dotfiles)  # the rename of an atomic write would leave the dotfiles copy behind, silently
+
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
+
+    _one_line_error(result, str(path), "hard links", "nothing was changed")
+    assert path.read_text() == USERS_FILE and os.path.samefile(path, dotfiles)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
+
+
+def test_a_folder_where_the_backup_goes_is_named_in_the_one_line_error(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent)
+    in_the_way = path.with_name("settings.json.recall-kit-backup")
+    in_the_way.mkdir()
+
+    result = env.run("hook", "install", agent.name, "--root", str(memories))
+
+    _one_line_error(result, f"cannot write {in_the_way}", f"{path} was not changed")
+    assert path.read_text() == USERS_FILE
+
+
 def test_the_original_file_is_kept_whatever_is_installed_after_it(env: Env, agent: Agent, memories: Path) -> None:
     path = _write_settings(env, agent)
     for root in (memories, memories / "projects", memories / "user"):
