@@ -9,6 +9,7 @@ without following symlinks, or a file given from outside.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -179,7 +180,16 @@ def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentE
     """
     text = sidecar_text(entries)
     target = _made_parent(path)
+    _check_size(text, str(target))
     return atomic_write(target, text)
+
+
+def _check_size(text: str, where: str) -> None:
+    """MemoryStoreError when ``text`` (ASCII: ``sidecar_text`` escapes) is more than the reader reads:
+    a sidecar written that size would read back as empty, and be replaced by the next update."""
+    if len(text) > MAX_SIDECAR_BYTES:
+        raise MemoryStoreError(f"cannot write {where}: it would be {len(text)} bytes, over the {MAX_SIDECAR_BYTES}-byte "
+                               "limit a sidecar is read up to; nothing written")
 
 
 def update_enrichment(
@@ -224,6 +234,7 @@ def update_in_folder(
             current[entry.path] = entry
         kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
         text = sidecar_text(kept)
+        _check_size(text, where)
         try:
             write_in_folder(folder_fd, name, text.encode("utf-8"), replace=True, mode=mode)
         except OSError as exc:
@@ -241,7 +252,10 @@ def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[
         os.close(fd)
         return {}, None
     mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
-    entries, _problems = read_sidecar_fd(fd)
+    entries, problems = read_sidecar_fd(fd)
+    whole = [reason for line, reason in problems if line == 0]  # too big, unreadable: not one entry was read
+    if whole:
+        raise MemoryStoreError(f"{where} is not updated: {whole[0]}; its entries would be lost (nothing written)")
     return entries, mode
 
 
@@ -307,6 +321,10 @@ class Sidecar:
         if refused is not None:
             where, reason = refused
             return f"{root.label}/{where}: {reason}"
+        with contextlib.suppress(OSError):
+            size = os.lstat(self.path).st_size
+            if size > MAX_SIDECAR_BYTES:  # never read, so never replaced (``update_in_folder``)
+                return f"{self.path} is {size} bytes, over the {MAX_SIDECAR_BYTES}-byte limit a sidecar is read up to"
         folder = Path(self.path).parent
         while not os.path.lexists(folder) and folder != folder.parent:
             folder = folder.parent  # the nearest folder that is there: the rest is made in it

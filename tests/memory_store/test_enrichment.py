@@ -17,6 +17,7 @@ from memory_store import (
     SIDECAR_PATH,
     Enrichment,
     EnrichmentEntry,
+    MemoryRoot,
     MemoryStore,
     MemoryStoreError,
     clean_terms,
@@ -303,3 +304,26 @@ def test_update_merges_replaces_and_prunes(tmp_path: Path) -> None:
     assert {rel: e.keywords for rel, e in entries.items()} == {"a.md": ("new",), "b.md": ("b",)}
     update_enrichment(path, [], live_paths=["a.md"])
     assert sorted(read_enrichment(path)[0]) == ["a.md"]
+
+
+def test_a_sidecar_the_reader_would_refuse_is_never_written_nor_replaced_by_a_near_empty_one(tmp_path: Path) -> None:
+    # the most a model may give (32 keywords of 64 CJK characters, 8 scenarios of 200): about 21 KB a
+    # line once escaped, so about 3,200 memories pass the reader's 64 MiB
+    wide = EnrichmentEntry("m.md", "0" * 64, tuple(f"{n:02d}" + "部署" * 31 for n in range(MAX_KEYWORDS)),
+                           tuple(f"{n} " + "发布" * 99 for n in range(8)))
+    many = [EnrichmentEntry(f"user/m{i}.md", wide.sha256, wide.keywords, wide.usage_scenarios) for i in range(3300)]
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(MemoryStoreError, match="over the 67108864-byte limit a sidecar is read up to; nothing written"):
+        write_enrichment(path, many)
+    assert not path.exists()
+    update_enrichment(path, many[:2])
+    with pytest.raises(MemoryStoreError, match="nothing written"):
+        update_enrichment(path, many[2:])
+    assert sorted(read_enrichment(path)[0]) == ["user/m0.md", "user/m1.md"]  # what was there stays
+    with path.open("ab") as grown:  # grown past the limit by someone else: unread, so never replaced
+        grown.truncate(64 * 1024 * 1024 + 1)
+    with pytest.raises(MemoryStoreError, match="is not updated: file is 67108865 bytes, over the 67108864-byte limit"):
+        update_enrichment(path, [EnrichmentEntry("new.md", "1" * 64, ("fresh",))])
+    assert path.stat().st_size == 64 * 1024 * 1024 + 1
+    root = MemoryRoot(tmp_path / "root", sidecar=path)
+    assert "over the 67108864-byte limit" in str(root.sidecar_refusal())  # said before any model is asked
