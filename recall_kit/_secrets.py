@@ -106,12 +106,16 @@ def split_url_credentials(url: str) -> UrlParts:
         return _split_unparsed(url)
     if not parsed.userinfo:
         return UrlParts(url, url, None, ())
+    import base64
+
     bare = str(parsed.copy_with(username=None, password=None))
+    # as sent: an error body that echoes the request's Authorization header holds them in base64
+    sent = base64.b64encode(f"{parsed.username}:{parsed.password}".encode("utf-8")).decode("ascii")
     return UrlParts(
         request_url=bare,
         shown_url=bare.replace("://", f"://{MASK}@", 1),
         auth=httpx.BasicAuth(parsed.username, parsed.password),
-        secrets=tuple(s for s in (parsed.username, parsed.password) if s),
+        secrets=tuple(s for s in (parsed.username, parsed.password, sent) if s),
     )
 
 
@@ -171,8 +175,9 @@ _KEY_SHAPES = re.compile(
     rf"|(?i:{_LABEL}[\"']?\s*(?::=|=>|=|[:：])\s*(?:(?:bearer|basic|digest|token|bot){_GAP}+)?){_VALUE}"
     # "curl -u user:X": the user and the password
     r"|(?<![\w-])(?:-u|--user)(?:=|[^\S\n]*)[^\s:]*:\S+"
-    # "密码是X", "パスワードはX": what follows the word, up to the next space
-    rf"|{_CJK_PASS_WORD}\S*",
+    # "密码是X", "パスワードはX": what follows the word, up to the next space; "密码: X", "密码是 X",
+    # "비밀번호: X": after a colon or a space (a few characters of "is" between), the next word too
+    rf"|{_CJK_PASS_WORD}(?:\S{{0,8}}?(?:[:：]|{_GAP})[^\S\n]*\S+|\S*)",
     re.S,
 )
 # Named in prose ("the admin password is X", "the wifi password for the office is X"): the words

@@ -70,6 +70,13 @@ def _kept(prompt: str) -> set[str]:
         ("le mot de passe: bananebleue", {"bananebleue"}),
         ("密码是蓝香蕉", {"蓝香", "香蕉"}),
         ("我的密码：蓝香蕉", {"蓝香", "香蕉"}),
+        # a colon or a space after the word (what people type on a Latin keyboard layout)
+        ("office wifi 密码: zebracornquux", {"zebracornquux"}),
+        ("密码 zebracornquux for the office", {"zebracornquux"}),
+        ("密码是 zebracornquux", {"zebracornquux"}),
+        ("パスワード: zebracornquux", {"zebracornquux"}),
+        ("パスワード zebracornquux", {"zebracornquux"}),
+        ("비밀번호: zebracornquux", {"zebracornquux"}),
         # typed in full width (an input method's wide mode): the words kept are NFKC's, ASCII again
         ("ｐａｓｓｗｏｒｄ＝ｇｒａｖｅｌｍｏｏｎ for the db", {"gravelmoon"}),
         ("export ＰＧＰＡＳＳＷＯＲＤ＝gravelmoon", {"gravelmoon"}),
