@@ -4,6 +4,7 @@ and the files the store skips, as ``recall-kit validate`` reports them."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 
@@ -57,7 +58,7 @@ def stale_findings(path: str, ref: str, checks: TextChecks, project: Project) ->
             "stale_reference", (path,),
             f"{ref} line {reference.line} names {missing}: \"{shown}\".",
             "Check the memory against the code and update or remove it (a memory naming a file, command or "
-            f"symbol is a claim it existed when it was written): recall-kit show {ref}.",
+            f"symbol is a claim it existed when it was written): recall-kit show {shlex.quote(ref)}.",
             refs=(ref,), line=reference.line,
             detail=MappingProxyType({"reference": reference.name, "what": reference.kind, "runner": reference.runner,
                                      "text": shown}),

@@ -14,6 +14,7 @@ doctor does not judge it.
 from __future__ import annotations
 
 import bisect
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -199,7 +200,7 @@ def never_recalled(
                 f"{doc.ref} was delivered for none of the {since} prompts that recalled from its folder since it "
                 "was last written.",
                 f"If it still matters, give its description the words a user would type; if not, remove it "
-                f"(recall-kit rm {doc.ref}).",
+                f"(recall-kit rm {shlex.quote(doc.ref)}).",
                 refs=(doc.ref,), detail=MappingProxyType({"prompts": since}),
             ))
     return findings, notes

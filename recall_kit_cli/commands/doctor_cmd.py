@@ -7,6 +7,7 @@ Exit status: 0 nothing found, 1 findings (left after --fix), 2 bad input (one li
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -159,7 +160,7 @@ def _print_review(review: ModelReview) -> None:
         echo(clean(f"    {verdict}: {proposal.explanation}"))
         echo(*(clean(f"    {line}") for line in proposal.diff))
         if len(proposal.refs) > 1:
-            echo(clean(f"    then remove the rest: {' '.join('recall-kit rm ' + ref for ref in proposal.refs[1:])}"))
+            echo(clean(f"    then remove the rest: {'; '.join('recall-kit rm ' + shlex.quote(ref) for ref in proposal.refs[1:])}"))
 
 
 def _review_json(review: ModelReview) -> dict[str, Any]:

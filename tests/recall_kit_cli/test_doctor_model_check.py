@@ -95,3 +95,13 @@ def test_a_memory_whose_file_name_is_not_utf8_is_shown_to_the_model_as_the_cli_s
     proposal = json.loads(result.stdout)["model_check"]["proposals"][0]
     assert proposal["failure"] is None and proposal["refs"] == ["memory/deploy-fly.md", "memory/fly-d\udce9ploys.md"]
     assert "### Memory 2: memory/fly-d\\xe9ploys.md (modified" in asked
+
+
+def test_a_command_it_advises_quotes_a_file_name_a_shell_would_run_or_split(tmp_path: Path) -> None:
+    sick = sick_folder(tmp_path)
+    hostile = sick.folder / "fly deploys $(touch PWNED).md"  # a name an agent or a cloned repo may write
+    (sick.folder / "fly-deploys-from-main.md").rename(hostile)
+    with ScriptedChatServer(default=Reply.content(json.dumps(MERGED))) as server:
+        result = doctor(sick, server)
+    assert result.returncode == 1, result.stderr
+    assert "then remove the rest: recall-kit rm 'memory/fly deploys $(touch PWNED).md'" in result.stdout, result.stdout
