@@ -361,8 +361,11 @@ class StoreState:
             files.setdefault(self._identity(ref), []).append(ref)
         for identity, same_file in files.items():
             first = min(self._rank[ref.partition("/")[0]] for ref in same_file)
+            # of the first root's refs to it, the file itself before a symlink to it, then the first by name
+            kept = min((ref for ref in same_file if self._rank[ref.partition("/")[0]] == first),
+                       key=lambda ref: (self._is_link(ref), ref))
             for ref in same_file:
-                shown = identity is None or self._rank[ref.partition("/")[0]] == first
+                shown = identity is None or ref == kept
                 if shown and ref in self._held:
                     self._docs[ref] = self._held.pop(ref)
                     self._touched.add(ref)
@@ -379,6 +382,13 @@ class StoreState:
         except OSError:
             return None
         return (info.st_dev, info.st_ino)
+
+    def _is_link(self, ref: str) -> bool:
+        label, _, rel = ref.partition("/")
+        try:
+            return stat.S_ISLNK(os.lstat(self._by_label[label].abspath(rel)).st_mode)
+        except OSError:
+            return False
 
     def _drop_under(self, root: Root, rel: str) -> None:
         """A path vanished: drop it, and anything below it if it was a folder."""

@@ -46,6 +46,20 @@ def test_a_root_and_a_symlink_to_it_are_one_set_of_memories(top: Path, tmp_path:
     assert sorted(snapshot.docs) == ["mem/tea.md", "mem/user/deploy.md"] and snapshot.errors == ()
 
 
+def test_a_symlink_to_a_memory_in_the_same_root_is_no_second_memory(top: Path) -> None:
+    (top / "project").mkdir()
+    (top / "project" / "a-dup.md").symlink_to("../user/deploy.md")  # sorts before the file it names
+    (top / "z-tea.md").symlink_to("tea.md")
+    assert sorted(scan(top).docs) == ["mem/tea.md", "mem/user/deploy.md"]  # the file itself, not the link
+    (top / "user" / "deploy.md").unlink()  # the link dangles now: nothing left to recall
+    assert sorted(scan(top).docs) == ["mem/tea.md"]
+    with MemoryStore.open(top, debounce_ms=20) as store:  # watched: held back until the file itself goes
+        (top / "user" / "deploy.md").write_text(memory("Deploying atlas", "atlas deploys with helm", "helm"))
+        wait_until(store, lambda s: sorted(s.docs) == ["mem/tea.md", "mem/user/deploy.md"])
+        (top / "tea.md").unlink()
+        wait_until(store, lambda s: sorted(s.docs) == ["mem/user/deploy.md"])
+
+
 def test_two_copies_of_the_same_text_are_still_two_memories(top: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()

@@ -170,7 +170,7 @@ def test_root_that_does_not_exist_yet_is_picked_up_when_it_appears(tmp_path: Pat
 
 
 def test_symlinked_memory_follows_edits_to_its_target(root: Path, open_store: Open) -> None:
-    target = write(root / "real" / "a.md", memory(name="v1"))
+    target = write(root / "real" / "a.txt", memory(name="v1"))  # no memory itself: the link is its one memory
     (root / "alias.md").symlink_to(root / "dangling.md")
     store = open_store(root)
     assert [e.path for e in store.snapshot().errors] == ["alias.md"]
@@ -179,7 +179,17 @@ def test_symlinked_memory_follows_edits_to_its_target(root: Path, open_store: Op
     wait_until(store, lambda s: names(s).get("mem/alias.md") == "v1")
     write(target, memory(name="v2"))  # the event names the target, not the link
     snapshot = wait_until(store, lambda s: names(s).get("mem/alias.md") == "v2")
-    assert names(snapshot)["mem/real/a.md"] == "v2" and not snapshot.errors
+    assert names(snapshot) == {"mem/alias.md": "v2"} and not snapshot.errors
+
+
+def test_a_symlink_to_a_memory_of_the_root_follows_it_as_that_one_memory(root: Path, open_store: Open) -> None:
+    target = write(root / "real" / "a.md", memory(name="v1"))
+    (root / "alias.md").symlink_to(target)
+    store = open_store(root)
+    assert names(store.snapshot()) == {"mem/real/a.md": "v1"}  # one file, one memory: the file itself
+    write(target, memory(name="v2"))
+    snapshot = wait_until(store, lambda s: names(s).get("mem/real/a.md") == "v2")
+    assert names(snapshot) == {"mem/real/a.md": "v2"} and not snapshot.errors
 
 
 def test_symlinked_root_is_watched_through_its_target(tmp_path: Path, open_store: Open) -> None:
