@@ -323,8 +323,9 @@ class Sidecar:
             return f"{root.label}/{where}: {reason}"
         with contextlib.suppress(OSError):
             size = os.lstat(self.path).st_size
-            if size > MAX_SIDECAR_BYTES:  # never read, so never replaced (``update_in_folder``)
-                return f"{self.path} is {size} bytes, over the {MAX_SIDECAR_BYTES}-byte limit a sidecar is read up to"
+            if size > MAX_SIDECAR_BYTES:  # never read (``read_bounded_fd``'s words), so never replaced
+                shown = f"{root.label}/{SIDECAR_PATH}" if self.inside else self.path
+                return f"{shown}: file is {size} bytes, over the {MAX_SIDECAR_BYTES}-byte limit"
         folder = Path(self.path).parent
         while not os.path.lexists(folder) and folder != folder.parent:
             folder = folder.parent  # the nearest folder that is there: the rest is made in it

@@ -326,4 +326,4 @@ def test_a_sidecar_the_reader_would_refuse_is_never_written_nor_replaced_by_a_ne
         update_enrichment(path, [EnrichmentEntry("new.md", "1" * 64, ("fresh",))])
     assert path.stat().st_size == 64 * 1024 * 1024 + 1
     root = MemoryRoot(tmp_path / "root", sidecar=path)
-    assert "over the 67108864-byte limit" in str(root.sidecar_refusal())  # said before any model is asked
+    assert root.sidecar_refusal() == f"{path}: file is 67108865 bytes, over the 67108864-byte limit"  # before any model call
