@@ -42,7 +42,14 @@ def clean_terms(values: object, max_items: int, max_len: int) -> tuple[str, ...]
 
 
 def _clean_text(value: str, max_len: int) -> str:
-    text = unicodedata.normalize("NFKC", value[: max_len * INSPECT_FACTOR])  # NFKC: full-width <> become <>
+    text = value[: max_len * INSPECT_FACTOR]
+    if text.isascii() and text.isprintable() and "<" not in text and ">" not in text:
+        return " ".join(text.split())[:max_len].rstrip()  # what _clean_any gives, without a look at each character
+    return _clean_any(text, max_len)
+
+
+def _clean_any(text: str, max_len: int) -> str:
+    text = unicodedata.normalize("NFKC", text)  # NFKC: full-width <> become <>
     text = _TAG.sub(" ", text)
     text = "".join(" " if ch in "<>" or unicodedata.category(ch) in DROP_CATEGORIES else ch for ch in text)
     return " ".join(text.split())[:max_len].rstrip()

@@ -100,6 +100,18 @@ def test_clean_terms_bounds_counts_lengths_and_work() -> None:
     assert clean_terms([""] * 1000 + ["late"], 4, 10) == ()  # only 4 * 8 items are looked at
 
 
+def test_plain_ascii_terms_are_cleaned_as_any_other() -> None:
+    # Printable ASCII without markup skips the look at each character; every pair of ASCII
+    # characters, at either end and between words, must come out as the general cleaning has it.
+    from memory_store._terms import _clean_any, _clean_text
+
+    chars = [chr(code) for code in range(128)]
+    for first in chars:
+        for second in chars:
+            for text in (f"{first}{second}", f" a{first}b {second}c ", f"<i>{first}</i>{second}"):
+                assert _clean_text(text, 6) == _clean_any(text, 6), repr(text)
+
+
 # --- reading and writing the sidecar -------------------------------------------
 
 
