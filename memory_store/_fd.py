@@ -36,17 +36,38 @@ def opened_root(root: Root) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def opened_folder(root_fd: int, parts: Sequence[str], ref: str, *, create: bool) -> Iterator[int]:
-    """The folder ``parts`` below the root, opened one component at a time; none may be a symlink."""
+def opened_folder(root_fd: int, parts: Sequence[str], ref: str, *, create: bool, writing: bool = False) -> Iterator[int]:
+    """The folder ``parts`` below the root, opened one component at a time; none may be a symlink.
+    ``writing``: the root and every folder on the way must belong to this user (``_check_own_folder``)."""
     fd = os.dup(root_fd)
     try:
+        if writing:
+            _check_own_folder(fd, "the root", ref)
         for depth, part in enumerate(parts, 1):
-            nxt = _enter(fd, part, "/".join(parts[:depth]), ref, create)
+            folder = "/".join(parts[:depth])
+            nxt = _enter(fd, part, folder, ref, create)
             os.close(fd)
             fd = nxt
+            if writing:
+                _check_own_folder(fd, folder, ref)
         yield fd
     finally:
         os.close(fd)
+
+
+def _check_own_folder(fd: int, folder: str, ref: str) -> None:
+    """Refuse to write ``ref`` when the open folder ``fd`` on its way belongs to another user
+    (MemoryPathError): they could read what is written there, and swap what is below it."""
+    if (owner := _foreign_owner(fd)) is not None:
+        raise MemoryPathError(
+            f"refused {ref}: {folder} belongs to uid {owner}, not to this user, and nothing is written in another user's folder"
+        )
+
+
+def _foreign_owner(fd: int) -> int | None:
+    """The uid owning the open folder ``fd`` when it is not this user (the one whose files we write)."""
+    owner = os.fstat(fd).st_uid
+    return None if owner == os.geteuid() else owner
 
 
 def _enter(fd: int, part: str, folder: str, ref: str, create: bool) -> int:
@@ -117,6 +138,8 @@ def own_file_refusal(root: Root, rel: str, what: str, subject: str, *, writing: 
     except OSError:
         return None  # no root, so no sidecar; the root's own error says so
     try:
+        if writing and (owner := _foreign_owner(root_fd)) is not None:
+            return folder, f"the root belongs to uid {owner}, not to this user, and nothing is written in another user's folder"
         kind = kind_at(root_fd, folder)
         if kind == "symlink":
             return folder, f"the sidecar folder is a symlink; {subject} is never read or written through one"
@@ -129,6 +152,8 @@ def own_file_refusal(root: Root, rel: str, what: str, subject: str, *, writing: 
         except OSError:
             return None  # swapped meanwhile, or unreadable: reading and writing report it
         try:
+            if writing and (owner := _foreign_owner(folder_fd)) is not None:
+                return folder, f"the sidecar folder belongs to uid {owner}, not to this user, and nothing is written in another user's folder"
             for file, about in [(name, what), *([(name + ".lock", f"{what}'s lock")] if writing else [])]:
                 kind = kind_at(folder_fd, file)
                 if kind == "symlink":

@@ -119,15 +119,14 @@ def replace_index(root: Root, rel: str, data: bytes, expected: bytes) -> Path:
     if parts[-1] != INDEX_FILE_NAME or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
         raise MemoryPathError(f"refused {root.label}/{rel}: not an index file path")
     where = f"{root.label}/{rel}"
-    uid = os.getuid()
     with opened_root(root) as root_fd:
-        _check_owner(os.fstat(root_fd), f"the memory root {root.path}", uid)
-        with opened_folder(root_fd, [SIDECAR_FOLDER], where, create=True) as sidecar_fd:
-            _check_owner(os.fstat(sidecar_fd), f"{root.label}/{SIDECAR_FOLDER}", uid)
+        with opened_folder(root_fd, [SIDECAR_FOLDER], where, create=True, writing=True) as sidecar_fd:
             keep_out_of_git(sidecar_fd)
-            with file_lock(_LOCK_NAME, dir_fd=sidecar_fd), opened_folder(root_fd, parts[:-1], where, create=False) as folder_fd:
-                _check_owner(os.fstat(folder_fd), f"the folder of {where}", uid)
-                info, current = _current(folder_fd, where, uid)
+            with (
+                file_lock(_LOCK_NAME, dir_fd=sidecar_fd),
+                opened_folder(root_fd, parts[:-1], where, create=False, writing=True) as folder_fd,
+            ):
+                info, current = _current(folder_fd, where)
                 if current != expected:
                     raise MemoryStoreError(f"{where} changed since it was read; nothing written (run the command again)")
                 backup = _backup(root, sidecar_fd, rel, current)
@@ -138,12 +137,7 @@ def replace_index(root: Root, rel: str, data: bytes, expected: bytes) -> Path:
     return backup
 
 
-def _check_owner(info: os.stat_result, what: str, uid: int) -> None:
-    if info.st_uid != uid:
-        raise MemoryPathError(f"refused: {what} belongs to uid {info.st_uid}, not to this user; it is not mended")
-
-
-def _current(folder_fd: int, where: str, uid: int) -> tuple[os.stat_result, bytes]:
+def _current(folder_fd: int, where: str) -> tuple[os.stat_result, bytes]:
     """The index's stat and bytes, read without following a symlink or blocking on a FIFO."""
     try:
         fd = os.open(INDEX_FILE_NAME, _READ_FLAGS, dir_fd=folder_fd)
@@ -157,7 +151,8 @@ def _current(folder_fd: int, where: str, uid: int) -> tuple[os.stat_result, byte
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise MemoryPathError(f"refused {where}: it is not a regular file")
-        _check_owner(info, where, uid)
+        if info.st_uid != os.geteuid():
+            raise MemoryPathError(f"refused {where}: it belongs to uid {info.st_uid}, not to this user; it is not mended")
         read = read_bounded_fd(fd, INDEX_MAX_BYTES)
     except OSError as exc:
         raise MemoryStoreError(f"cannot read {where}: {exc.strerror}") from None

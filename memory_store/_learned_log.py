@@ -259,7 +259,7 @@ class LearnedFile:
         lock. ``learning`` (new words, not a forgetting): refused when git could commit the file."""
         where = f"{self._root.label}/{LEARNED_PATH}"
         folder, _, name = LEARNED_PATH.rpartition("/")
-        with opened_root(self._root) as root_fd, opened_folder(root_fd, [folder], where, create=create) as folder_fd:
+        with opened_root(self._root) as root_fd, opened_folder(root_fd, [folder], where, create=create, writing=True) as folder_fd:
             with file_lock(name + ".lock", dir_fd=folder_fd):
                 if learning:
                     keep_out_of_git(folder_fd)  # our rule first, so that git is asked about the folder as we leave it

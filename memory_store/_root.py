@@ -149,7 +149,7 @@ class MemoryRoot:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (os.fsdecode's, surrogateescape's): not text a file can hold
             raise MemoryParseError(f"not written: {ref} is not valid UTF-8 text") from None
-        with opened_root(self._root) as root_fd, opened_folder(root_fd, parts[:-1], ref, create=True) as folder_fd:
+        with opened_root(self._root) as root_fd, opened_folder(root_fd, parts[:-1], ref, create=True, writing=True) as folder_fd:
             info = _lstat(folder_fd, name, ref)
             refusal = _existing_refusal(info, ref, overwrite=overwrite)
             if refusal is not None:

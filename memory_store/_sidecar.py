@@ -353,7 +353,7 @@ class Sidecar:
         if not self.inside:
             return update_enrichment(self.path, entries, live_paths)
         where = f"{root.label}/{SIDECAR_PATH}"
-        with opened_root(root) as root_fd, opened_folder(root_fd, [_SIDECAR_FOLDER], where, create=True) as folder_fd:
+        with opened_root(root) as root_fd, opened_folder(root_fd, [_SIDECAR_FOLDER], where, create=True, writing=True) as folder_fd:
             keep_out_of_git(folder_fd)
             update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
         return Path(self.path)
