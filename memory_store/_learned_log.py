@@ -9,7 +9,7 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,7 +159,7 @@ class LearnedFile:
         self._guard = threading.Lock()  # the kept parse; processes are kept apart by the file's flock
         self._kept: _LearnedParse | None = None
         self._pruned_for: frozenset[str] | None = None  # the live paths the kept parse was last pruned by
-        self._git: tuple[tuple[object, object], GitVerdict] | None = None  # git's last answer, and what it depends on
+        self._git: tuple[tuple[object, ...], GitVerdict] | None = None  # git's last answer, and what it depends on
 
     @property
     def path(self) -> str:
@@ -290,10 +290,10 @@ class LearnedFile:
         """Why git could commit the file (it tracks it, or a rule of the repository lets it in), or None: asked
         again whenever the repository's index or the folder's .gitignore changed since git last answered."""
         kept = self._git
-        if kept is not None and kept[0] == _git_stamp(folder_fd, kept[1].index):
+        if kept is not None and kept[0] == _git_stamp(folder_fd, kept[1].index, self._root.path):
             return kept[1].refusal
         verdict = git_would_commit(self._root.path, LEARNED_PATH)
-        self._git = (_git_stamp(folder_fd, verdict.index), verdict)
+        self._git = (_git_stamp(folder_fd, verdict.index, self._root.path), verdict)
         return verdict.refusal
 
     def _write_changed(
@@ -443,15 +443,30 @@ def _grown(parse: _LearnedParse, identity: FileIdentity) -> bool:
     return parse.identity != _NO_FILE and parse.identity[:2] == identity[:2] and identity[2] > parse.identity[2]
 
 
-def _git_stamp(folder_fd: int, index: str | None) -> tuple[object, object]:
-    """What git's answer about the learned file depends on: the folder's .gitignore and the repository's index."""
+def _git_stamp(folder_fd: int, index: str | None, root: str) -> tuple[object, ...]:
+    """What git's answer about the learned file depends on: the folder's .gitignore and the repository's
+    index, and the ``.git`` of the root and of every folder above it, where one that appears (a ``git
+    init``, inside a repository or outside any) puts the root in another work tree."""
+    places: list[tuple[str, int | None]] = [(".gitignore", folder_fd), *([(index, None)] if index else [])]
+    places += [(os.path.join(folder, ".git"), None) for folder in _up_from(root)]
     found: list[object] = []
-    for name, fd in ((".gitignore", folder_fd), (index, None)):
+    for name, fd in places:
         try:
-            found.append(_identity(os.stat(name, dir_fd=fd, follow_symlinks=False)) if name else None)
+            found.append(_identity(os.stat(name, dir_fd=fd, follow_symlinks=False)))
         except OSError:
             found.append(None)
-    return (found[0], found[1])
+    return tuple(found)
+
+
+def _up_from(folder: str) -> Iterator[str]:
+    """``folder`` (made absolute) and every folder above it, up to the file system's root."""
+    folder = os.path.abspath(folder)
+    while True:
+        yield folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 def _identity(info: os.stat_result) -> FileIdentity:

@@ -111,3 +111,16 @@ def test_the_learner_says_once_that_it_learns_nothing_there(repo: Path, caplog: 
     assert "git would commit it" in (events[-1].reason or "")
     assert len([r for r in caplog.records if "not written" in r.getMessage()]) == 1
     assert learnable_words(prompt).keys and not (repo / "mem" / LEARNED_PATH).exists()
+
+
+def test_a_repository_made_after_learning_began_is_asked_before_the_next_write(tmp_path: Path) -> None:
+    folder = tmp_path / "later"
+    write(folder / "mem" / "a.md", memory(name="A"))
+    root = MemoryRoot(folder / "mem")
+    root.record_learning([LearningUpdate("a.md", keys=("staging",))])  # no repository yet: git says nothing
+    git(folder, "init", "-q")
+    git(folder, "add", "-f", "mem/.recall-kit/learned.jsonl")
+    before = (folder / "mem" / LEARNED_PATH).read_bytes()
+    with pytest.raises(MemoryPathError, match="git tracks it"):
+        root.record_learning([LearningUpdate("a.md", keys=("gravelmoon",))])
+    assert (folder / "mem" / LEARNED_PATH).read_bytes() == before and git(folder, "diff") == ""
