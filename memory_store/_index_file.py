@@ -12,6 +12,7 @@ The walk enters the folders the scan enters: not hidden ones, not symlinked ones
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import stat
@@ -163,11 +164,20 @@ def _current(folder_fd: int, where: str) -> tuple[os.stat_result, bytes]:
     return info, read
 
 
+_BACKUP_NAME_BYTES = 200  # well inside a file name's 255 bytes, whatever the file system
+
+
 def _backup_name(rel: str) -> str:
     """The name of an index's backup folder: ``rel`` with each ``/`` as ``__``, and a ``%`` or ``_`` of
     its own percent-encoded, so two indexes never share it (``a__b/MEMORY.md`` is
-    ``a%5F%5Fb__MEMORY.md``, ``a/b/MEMORY.md`` is ``a__b__MEMORY.md``) and it reads back as the path."""
-    return "__".join(part.replace("%", "%25").replace("_", "%5F") for part in rel.split("/"))
+    ``a%5F%5Fb__MEMORY.md``, ``a/b/MEMORY.md`` is ``a__b__MEMORY.md``) and it reads back as the path.
+    A name over ``_BACKUP_NAME_BYTES`` (a file name has at most 255 bytes) keeps its start and ends in
+    ``%~`` and a hash of ``rel``: no encoded name holds ``%~``, so it is never another index's."""
+    name = "__".join(part.replace("%", "%25").replace("_", "%5F") for part in rel.split("/"))
+    if len(os.fsencode(name)) <= _BACKUP_NAME_BYTES:
+        return name
+    start = os.fsdecode(os.fsencode(name)[: _BACKUP_NAME_BYTES - 34])  # a character cut in two: its bytes, escaped
+    return f"{start}%~{hashlib.sha256(os.fsencode(rel)).hexdigest()[:32]}"
 
 
 def _backup(root: Root, sidecar_fd: int, rel: str, data: bytes) -> Path:

@@ -3,7 +3,10 @@ links count, and the mending, which keeps every other byte."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from doctor_support import write_memory
 from memory_store import MemoryRoot
@@ -145,6 +148,23 @@ def test_two_indexes_whose_paths_read_alike_keep_their_own_backups_the_last_20_o
         mine = sorted((kept / rel.replace("_", "%5F").replace("/", "__")).iterdir(), key=_age)
         assert [path.read_bytes() for path in mine] == written[5:25]  # the old bytes of its last 20 writes, named in age order
 
+
+
+@pytest.mark.parametrize("first", ["a" * 150, "é" * 75])
+def test_an_index_whose_backup_name_would_be_too_long_for_a_file_name_is_mended_and_kept_apart(
+    tmp_path: Path, first: str
+) -> None:
+    folder = tmp_path / "memory"
+    root = MemoryRoot(folder)
+    rels = [f"{first}/{last}/MEMORY.md" for last in ("b" * 120, "b" * 119 + "c")]  # each name legal; flattened, over 255 bytes
+    for rel in rels:
+        (folder / rel).parent.mkdir(parents=True)
+        (folder / rel).write_bytes(b"old\n")
+        backup = root.replace_index(rel, f"new {rel}\n".encode(), expected=b"old\n")
+        assert (folder / rel).read_bytes() == f"new {rel}\n".encode() and backup.read_bytes() == b"old\n"
+        assert len(os.fsencode(backup.parent.name)) <= 200 and backup.parent.name.startswith(first[:40])
+    kept = folder / ".recall-kit" / "index-backups"
+    assert len(list(kept.iterdir())) == 2  # alike for their first 166 bytes, still a folder each
 
 def test_a_secret_in_the_index_is_reported_and_the_mending_diff_does_not_show_it(tmp_path: Path) -> None:
     # both agents load the index into every session: a key there reaches every context
