@@ -126,8 +126,10 @@ def _forged_line(line: str) -> bool:
     visible = 0
     for ch in line[:_MAX_TAG_SCAN]:
         folded_ch = _fold(ch)
+        if folded_ch.isspace():
+            folded_ch = " "  # any space a reader sees as one (U+1680, which NFKC keeps, too)
         folded.append(folded_ch)
-        if folded_ch and not folded_ch.isspace():
+        if folded_ch != " " and folded_ch:
             if visible == 0 and folded_ch not in _OWN_LINE_STARTS:
                 return False
             visible += 1
