@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 
-from memory_store import SkippedFile
+from memory_store import SkippedFile, shown_ref
 from recall_kit._health_project import Project
 from recall_kit._health_cache import TextChecks
 from recall_kit._health_text import Reference, references, secret_columns, shown_line
@@ -58,7 +58,7 @@ def stale_findings(path: str, ref: str, checks: TextChecks, project: Project) ->
             "stale_reference", (path,),
             f"{ref} line {reference.line} names {missing}: \"{shown}\".",
             "Check the memory against the code and update or remove it (a memory naming a file, command or "
-            f"symbol is a claim it existed when it was written): recall-kit show {shlex.quote(ref)}.",
+            f"symbol is a claim it existed when it was written): recall-kit show {shlex.quote(shown_ref(ref))}.",
             refs=(ref,), line=reference.line,
             detail=MappingProxyType({"reference": reference.name, "what": reference.kind, "runner": reference.runner,
                                      "text": shown}),

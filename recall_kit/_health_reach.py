@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from memory_store import MemoryDoc
+from memory_store import MemoryDoc, shown_ref
 from recall_kit._gate import GateVerdict
 from recall_kit._health_similar import similar_pairs
 from recall_kit._health_types import Finding, RecalledPrompt
@@ -200,7 +200,7 @@ def never_recalled(
                 f"{doc.ref} was delivered for none of the {since} prompts that recalled from its folder since it "
                 "was last written.",
                 f"If it still matters, give its description the words a user would type; if not, remove it "
-                f"(recall-kit rm {shlex.quote(doc.ref)}).",
+                f"(recall-kit rm {shlex.quote(shown_ref(doc.ref))}).",
                 refs=(doc.ref,), detail=MappingProxyType({"prompts": since}),
             ))
     return findings, notes

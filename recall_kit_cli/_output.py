@@ -58,6 +58,13 @@ def clean(text: object) -> str:
     return "".join(_escape(ch) if _unsafe(ch) else ch for ch in value)
 
 
+def clean_ref(ref: str) -> str:
+    """A memory's ref as one safe line, as `list` shows it and `show` and `rm` take it back
+    (``shown_ref``: a backslash that would read as a byte's ``\\xNN`` is doubled, so two refs
+    never print alike). Only a ref the store gave: a ref shown already would be doubled again."""
+    return clean(shown_ref(ref))
+
+
 def clean_block(text: str) -> str:
     """Multi-line text (a body, a rendered block): each line cleaned, tabs kept, newlines kept."""
     return "\n".join("\t".join(clean(part) for part in line.split("\t")) for line in text.split("\n"))

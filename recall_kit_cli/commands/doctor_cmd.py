@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from memory_store import MemoryStoreError, RecallKitError
+from memory_store import MemoryStoreError, RecallKitError, shown_ref
 from recall_kit.health import (
     FINDING_KINDS,
     KIND_TITLES,
@@ -160,7 +160,7 @@ def _print_review(review: ModelReview) -> None:
         echo(clean(f"    {verdict}: {proposal.explanation}"))
         echo(*(clean(f"    {line}") for line in proposal.diff))
         if len(proposal.refs) > 1:
-            echo(clean(f"    then remove the rest: {'; '.join('recall-kit rm ' + shlex.quote(ref) for ref in proposal.refs[1:])}"))
+            echo(clean(f"    then remove the rest: {'; '.join('recall-kit rm ' + shlex.quote(shown_ref(ref)) for ref in proposal.refs[1:])}"))
 
 
 def _review_json(review: ModelReview) -> dict[str, Any]:

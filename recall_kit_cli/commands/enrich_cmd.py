@@ -14,7 +14,7 @@ from recall_kit import Enricher, EnrichmentResult, SelectorConfig, docs_to_enric
 from recall_kit_cli._config_file import model_off_reason, resolve_roots, root_option, selector_config
 from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, echo, echo_json
+from recall_kit_cli._output import clean, clean_ref, echo, echo_json
 
 EXIT_SOME_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C
@@ -220,7 +220,7 @@ def _show_dry_run(
                    "refused": _refused_json(refused), "load_errors": _load_errors(snapshot)}
         echo_json(payload)
         return
-    echo(*(f"would enrich  {clean(doc.ref)}" for doc in todo))
+    echo(*(f"would enrich  {clean_ref(doc.ref)}" for doc in todo))
     echo(f"dry run: {len(todo)} to enrich, {len(fresh)} fresh{_own(own)}; no model called")
 
 
@@ -254,8 +254,8 @@ def _show_summary(
         }
         echo_json(payload)
         return
-    echo(*(f"enriched  {clean(r.ref)}: {len(r.keywords)} keywords, {len(r.usage_scenarios)} usage scenarios" for r in enriched))
-    echo(*(f"failed    {clean(r.ref)}: {clean(r.reason)}" for r in failed))
+    echo(*(f"enriched  {clean_ref(r.ref)}: {len(r.keywords)} keywords, {len(r.usage_scenarios)} usage scenarios" for r in enriched))
+    echo(*(f"failed    {clean_ref(r.ref)}: {clean(r.reason)}" for r in failed))
     note = " (interrupted: finished entries were kept)" if interrupted else ""
     echo(f"enriched {len(enriched)}, fresh {len(fresh)}, failed {len(failed)}{_own(own)}{note}")
 

@@ -11,7 +11,7 @@ from memory_store import LEARNED_PATH, LearnedEntry, MemoryStore, MemoryStoreErr
 from recall_kit.cache import forget_learning
 from recall_kit_cli._format import InputError, error_line
 from recall_kit_cli._help import HelpGroup
-from recall_kit_cli._output import clean, counted, echo, echo_json, echo_rows, warn
+from recall_kit_cli._output import clean, clean_ref, counted, echo, echo_json, echo_rows, warn
 from recall_kit_cli._config_file import open_store, root_option
 from recall_kit_cli.commands.manage_cmd import cache_folder, find_doc
 
@@ -89,7 +89,7 @@ def clear(ctx: click.Context, ref: str | None, roots: tuple[str, ...]) -> None:
     if ref is None:
         echo(f"forgot what was learned for {counted(removed, 'memory', 'memories')}")
         return
-    echo(f"forgot what was learned for {clean(doc.ref)}" if removed else f"nothing was learned for {clean(doc.ref)}")
+    echo(f"forgot what was learned for {clean_ref(doc.ref)}" if removed else f"nothing was learned for {clean_ref(doc.ref)}")
 
 
 def _learned(store: MemoryStore) -> tuple[list[dict[str, Any]], int, list[str]]:

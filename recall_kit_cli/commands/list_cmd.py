@@ -7,7 +7,7 @@ import click
 from memory_store import SkippedFile, MemoryDoc
 from recall_kit_cli._format import error_line, error_ref
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, echo, echo_json, echo_rows
+from recall_kit_cli._output import clean, clean_ref, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
 
 
@@ -37,9 +37,9 @@ def list_memories(roots: tuple[str, ...], as_json: bool) -> None:
         return
     echo_rows([f"{len(docs)} memories, {len(snapshot.errors)} skipped, in " + ", ".join(
         f"{clean(label)} ({clean(path)})" for label, path in store_roots)])
-    width = min(max((len(clean(doc.ref)) for doc in docs), default=0), 48)
+    width = min(max((len(clean_ref(doc.ref)) for doc in docs), default=0), 48)
     echo_rows(
-        f"  {clean(doc.type):<9} {clean(doc.ref):<{width}}  {clean(doc.name)} - {clean(doc.description)}"
+        f"  {clean(doc.type):<9} {clean_ref(doc.ref):<{width}}  {clean(doc.name)} - {clean(doc.description)}"
         for doc in docs
     )
     if snapshot.errors:

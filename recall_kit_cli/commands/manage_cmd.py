@@ -12,13 +12,13 @@ from pathlib import Path
 import click
 
 from memory_store import (
-    MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError, given_ref,
+    MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError, given_ref, shown_ref,
 )
 from recall_kit import ConfigError, render_memories
 from recall_kit.cache import forget_memory
 from recall_kit_cli._format import InputError
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, clean_block, echo, echo_json, warn
+from recall_kit_cli._output import clean, clean_ref, clean_block, echo, echo_json, warn
 from recall_kit_cli._config_file import load, open_store, resolve_roots, root_option
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -73,7 +73,7 @@ def add(
     if as_json:
         echo_json({"ref": saved.ref, "path": str(saved.path), "overwritten": saved.overwritten})
     else:
-        echo(f"{'replaced' if saved.overwritten else 'added'} {clean(saved.ref)} ({clean(saved.path)})")
+        echo(f"{'replaced' if saved.overwritten else 'added'} {clean_ref(saved.ref)} ({clean(saved.path)})")
 
 
 def _read_body() -> str:
@@ -86,15 +86,19 @@ def _read_body() -> str:
 
 
 def find_doc(docs: Mapping[str, MemoryDoc], ref: str) -> MemoryDoc:
-    """The doc a REF names: its ref (root/path.md), its path under a root, or a file path; each as
-    given, or as `list` shows it (a byte of the file name that is not UTF-8 written \\xNN)."""
-    matches = _named(docs, ref)
-    if not matches and given_ref(ref) != ref:
-        matches = _named(docs, given_ref(ref))
+    """The doc a REF names: its ref as `list` shows it (a byte of the file name that is not UTF-8
+    written \\xNN), which names one memory alone; else its ref, its path under a root, or a file path,
+    as given or read as shown. Two memories named are an error that shows both refs."""
+    exact = [doc for doc in docs.values() if shown_ref(doc.ref) == ref]
+    if len(exact) == 1:
+        return exact[0]
+    found = {doc.ref: doc for doc in [*_named(docs, ref), *_named(docs, given_ref(ref))]}
+    matches = list(found.values())
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise InputError(f"'{ref}' names {len(matches)} memories; use the full ref, e.g. {matches[0].ref}")
+        shown = ", ".join(shown_ref(doc.ref) for doc in matches[:3])
+        raise InputError(f"'{ref}' names {len(matches)} memories ({shown}); give one ref as `recall-kit list` shows it")
     raise InputError(f"no memory '{ref}'; `recall-kit list` shows the refs")  # shown cleaned: \xe9, not \udce9
 
 
@@ -154,16 +158,16 @@ def rm(ref: str, roots: tuple[str, ...], yes: bool) -> None:
         doc = find_doc(store.snapshot().docs, ref)
         if not yes:
             if not sys.stdin.isatty():
-                raise InputError(f"not removed: pass --yes to remove {doc.ref} without a terminal")
-            if not click.confirm(f"remove {clean(doc.ref)} ({clean(doc.name)})?", default=False):
-                raise InputError(f"not removed: {doc.ref}")
+                raise InputError(f"not removed: pass --yes to remove {shown_ref(doc.ref)} without a terminal")
+            if not click.confirm(f"remove {clean_ref(doc.ref)} ({clean(doc.name)})?", default=False):
+                raise InputError(f"not removed: {shown_ref(doc.ref)}")
         try:
             forgotten = forget_memory(store, doc.ref, cache_dir=cache_folder(roots))  # learned words and caches too
         except MemoryStoreError as exc:
             raise InputError(str(exc)) from None
         if forgotten.cache_problem:
             warn(forgotten.cache_problem)
-    echo(f"removed {clean(doc.ref)}")
+    echo(f"removed {clean_ref(doc.ref)}")
 
 
 def cache_folder(given: tuple[str, ...]) -> str | None:

@@ -14,7 +14,7 @@ from recall_kit.turns import ObservedTurn, TurnRunner
 from recall_kit.tuning import GateVerdict
 from recall_kit_cli._format import InputError, ModelUnavailable
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, clean_block, counted, echo, echo_json, echo_rows, warn
+from recall_kit_cli._output import clean, clean_ref, clean_block, counted, echo, echo_json, echo_rows, warn
 from recall_kit_cli._config_file import load, model_off_reason, root_option, roots_of
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def _near_miss_lines(turn: ObservedTurn, heuristic: FastHeuristic) -> list[str]:
     if not misses:
         return ["near misses: none"]
     return ["near misses (ranked, not delivered):"] + [
-        f"  {verdict.scored.score:8.3f}  {clean(verdict.scored.doc.ref)}: {_why(verdict)}" for verdict in misses
+        f"  {verdict.scored.score:8.3f}  {clean_ref(verdict.scored.doc.ref)}: {_why(verdict)}" for verdict in misses
     ]
 
 
@@ -241,7 +241,7 @@ def _doc_lines(docs: Any, scores: dict[str, float]) -> list[str]:
     for doc in docs:
         score = scores.get(doc.ref)
         shown = "score       -" if score is None else f"score {score:7.3f}"
-        lines.append(f"  {shown}  {clean(doc.ref)}  {clean(doc.name)}")
+        lines.append(f"  {shown}  {clean_ref(doc.ref)}  {clean(doc.name)}")
     return lines
 
 
@@ -255,7 +255,7 @@ def _initial_text(turn: ObservedTurn, snapshot: Snapshot, verbose: bool) -> tupl
     if fast is not None:
         lines.append(f"searched {counted(len(snapshot.docs), 'memory', 'memories')} in {fast.elapsed_ms:.1f} ms")
     for error in snapshot.errors[:_PROBLEMS_SHOWN]:
-        lines.append(f"  not read: {clean(error.ref)}: {clean(error.reason)}")
+        lines.append(f"  not read: {clean_ref(error.ref)}: {clean(error.reason)}")
     if len(snapshot.errors) > _PROBLEMS_SHOWN:
         lines.append(f"  and {len(snapshot.errors) - _PROBLEMS_SHOWN} more not read (recall-kit validate lists them)")
     if initial is None:

@@ -6,7 +6,7 @@ import click
 
 from recall_kit_cli._format import error_line
 from recall_kit_cli._help import HelpCommand
-from recall_kit_cli._output import clean, echo, echo_json, echo_rows
+from recall_kit_cli._output import clean, clean_ref, echo, echo_json, echo_rows
 from recall_kit_cli._config_file import open_store, root_option
 from recall_kit_cli.commands.list_cmd import error_json
 
@@ -36,6 +36,6 @@ def validate(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> None:
         noted = f" ({with_problems} with problems)" if problems else ""
         echo(f"{verdict}: {len(snapshot.docs)} valid memories{noted}, {len(errors)} skipped")
         echo_rows(f"  {error_line(err)}" for err in errors)
-        echo_rows(f"  {clean(ref)}: {clean(problem)} (the memory loads without it)" for ref, problem in problems)
+        echo_rows(f"  {clean_ref(ref)}: {clean(problem)} (the memory loads without it)" for ref, problem in problems)
     if errors or problems:
         ctx.exit(1)

@@ -107,9 +107,10 @@ class MemoryService:
         return self.store.resolve(self.given(ref))
 
     def given(self, ref: str) -> str:
-        """The store's ref for ``ref`` as a client gives it back: as it is when the store holds it, else
-        with each ``\\xNN`` of ``shown_ref`` read as the byte it stands for."""
-        return ref if ref in self.store.snapshot().docs else given_ref(ref)
+        """The store's ref for ``ref`` as a client gives it back: read as ``shown_ref`` wrote it (each
+        ``\\xNN`` as the byte it stands for) when the store holds that, else as it is."""
+        wanted = given_ref(ref)
+        return wanted if wanted in self.store.snapshot().docs else ref
 
     async def recall(self, prompt: str) -> str:
         """Begin recall for ``prompt`` in the service's session; the initial point's delivery, rendered ("" for none)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 
 import json
@@ -134,6 +136,20 @@ def test_show_and_rm_take_a_ref_as_list_shows_it_with_a_byte_that_is_not_utf8(ru
     assert removed.returncode == 0 and removed.stdout == "removed mem/user/caf\\xe9.md\n"
     assert sorted(p.name for p in (store / "user").iterdir()) == ["tea.md"]
 
+
+
+def test_a_file_named_as_another_is_shown_reads_apart_and_rm_takes_the_one_list_shows(run_cli: RunCli, store: Path) -> None:
+    memory = "---\nname: {}\ndescription: d\ntype: user\n---\nx\n"
+    (store / "user" / os.fsdecode(b"caf\xe9.md")).write_text(memory.format("Byte"))
+    (store / "user" / "caf\\xe9.md").write_text(memory.format("Backslash"))  # a backslash, x, e, 9 in its name
+    listed = run_cli("list", "--root", str(store)).stdout
+    assert "mem/user/caf\\xe9.md" in listed and "mem/user/caf\\\\xe9.md" in listed  # two refs, not one twice
+    assert "Backslash" in run_cli("show", "mem/user/caf\\\\xe9.md", "--root", str(store)).stdout
+    ambiguous = run_cli("rm", "user/caf\\xe9.md", "--root", str(store), "--yes")  # a path that reads both ways
+    assert ambiguous.returncode != 0 and "names 2 memories (mem/user/caf\\\\xe9.md, mem/user/caf\\xe9.md)" in ambiguous.stderr
+    removed = run_cli("rm", "mem/user/caf\\\\xe9.md", "--root", str(store), "--yes")
+    assert removed.returncode == 0 and removed.stdout == "removed mem/user/caf\\\\xe9.md\n"
+    assert sorted(p.name for p in (store / "user").iterdir()) == [os.fsdecode(b"caf\xe9.md"), "tea.md"]
 
 def test_rm_keeps_a_folder_that_still_holds_something(run_cli: RunCli, store: Path) -> None:
     (store / "user" / "deep").mkdir()

@@ -203,3 +203,22 @@ def test_a_file_name_that_is_not_utf8_is_searched_read_and_listed(env: Env, tmp_
 
     (root / "MEMORY.md").write_text("# Index\n")  # doctor's index check then names the file too
     _drive(env, [root], body)
+
+
+def test_a_name_spelled_as_another_names_byte_is_listed_and_read_as_its_own(env: Env, tmp_path: Path) -> None:
+    root = tmp_path / "latin"
+    root.mkdir()
+    texts = {name: f"---\nname: Cafe {name}\ndescription: the cafe on the corner\ntype: user\n---\n{name}\n"
+             for name in ("byte", "backslash")}
+    Path(os.fsdecode(bytes(root) + b"/caf\xe9.md")).write_text(texts["byte"])
+    (root / "caf\\xe9.md").write_text(texts["backslash"])  # a backslash, x, e, 9: the byte's shown form, as a name
+
+    async def body(session: ClientSession) -> None:
+        result = await session.call_tool("search_memories", {"query": "the cafe on the corner", "limit": 3})
+        refs = {hit["name"]: hit["ref"] for hit in result.structured_content["result"]}
+        assert refs == {"Cafe byte": "latin/caf\\xe9.md", "Cafe backslash": "latin/caf\\\\xe9.md"}
+        for name in ("byte", "backslash"):
+            error, read = await _call(session, "read_memory", ref=refs[f"Cafe {name}"])
+            assert not error and read == texts[name]
+
+    _drive(env, [root], body)
