@@ -113,8 +113,8 @@ DAEMON_MAX_SESSIONS = 1_000  # live agent sessions (about 4 KB each); one more c
 # Connections open at once (a hook holds one for under a second): one more closes the one waiting
 # longest for a request, so clients that connect and stall never use up the daemon's descriptors (a
 # soft limit of 1,024 is common) and a hook is still answered. A connection that sends no whole
-# request line for DAEMON_CONNECTION_IDLE_S is closed, so a client stalled mid-line never keeps the
-# daemon from its idle exit.
+# request line for DAEMON_CONNECTION_IDLE_S, or reads none of its answers for as long, is closed, so a
+# client stalled mid-line or never reading never keeps the daemon from its idle exit.
 DAEMON_MAX_CONNECTIONS = 256
 DAEMON_CONNECTION_IDLE_S = 60.0
 # The daemon's background enrichment, across all its stores: calls in flight and started a minute

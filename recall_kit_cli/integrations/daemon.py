@@ -301,8 +301,9 @@ class RecallDaemon:
                     return
                 self._last_request = time.monotonic()
                 self._requests += 1
-                writer.write(_encode(await self._answer(line)))
-                await writer.drain()
+                if not await self._send(writer, _encode(await self._answer(line))):
+                    writer.transport.abort()  # its unread answers are dropped: close() would wait to send them
+                    return
         except (ConnectionError, BrokenPipeError):
             pass
         finally:
@@ -325,9 +326,26 @@ class RecallDaemon:
         finally:
             self._waiting.pop(key, None)
 
+    async def _send(self, writer: asyncio.StreamWriter, answer: bytes) -> bool:
+        """Write an answer; False when the client reads none of what is queued for it in
+        DAEMON_CONNECTION_IDLE_S, or is closed meanwhile to make room: a client that sends requests and
+        never reads their answers holds no slot and keeps the daemon from no idle exit."""
+        writer.write(answer)
+        key = object()
+        try:
+            async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as unread:
+                self._waiting[key] = unread
+                await writer.drain()
+        except TimeoutError:
+            return False
+        finally:
+            self._waiting.pop(key, None)
+        return True
+
     def _make_room_for(self, writer: asyncio.StreamWriter) -> bool:
-        """One connection over DAEMON_MAX_CONNECTIONS: close the one waiting longest for a request (its
-        idle bound ends now); when every other is busy with one, refuse this one in one line (False)."""
+        """One connection over DAEMON_MAX_CONNECTIONS: close the one waiting longest for a request or
+        for its client to read an answer (its bound ends now); when every other is busy with a request,
+        refuse this one in one line (False)."""
         longest = next(iter(self._waiting), None)
         if longest is None:
             writer.write(_encode({"ok": False, "error": f"{DAEMON_MAX_CONNECTIONS} connections are busy; try again"}))

@@ -211,7 +211,7 @@ import sys
 import recall_kit_cli.integrations.daemon as daemon
 
 daemon.DAEMON_CONNECTION_IDLE_S = 0.5
-sys.argv = ["recall-kit", "serve", "--fast-only"]
+sys.argv = ["recall-kit", "serve", "--fast-only", *sys.argv[1:]]
 from recall_kit_cli.main import main
 main()
 """
@@ -289,6 +289,28 @@ def test_a_client_stalled_mid_request_is_closed_and_keeps_no_slot(env: Env) -> N
         _sigterm_ends_it(process)
         process.stdout.close()
 
+
+
+def test_a_client_that_never_reads_its_answers_is_closed_and_the_daemon_still_exits_when_idle(env: Env) -> None:
+    process = subprocess.Popen([sys.executable, "-c", SERVE_WITH_A_SHORT_CONNECTION_IDLE, "--idle-timeout", "1"],
+                               env=env.vars, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        assert process.stdout is not None and process.stdout.readline()  # listening
+        client.connect(str(env.socket))
+        client.setblocking(False)
+        requests = b'{"op": "status"}\n' * 1000
+        try:
+            while True:  # until the daemon, blocked on answers nobody reads, reads no more of them
+                client.send(requests)
+        except BlockingIOError:
+            pass
+        assert process.wait(timeout=60) == 0  # the idle exit, the client still connected and never reading
+    finally:
+        client.close()
+        if process.poll() is None:
+            _sigterm_ends_it(process)
+        process.stdout.close()
 
 # --- SIGTERM ----------------------------------------------------------------------------------
 
