@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from memory_store._index_file import IndexFile as IndexFile
     from memory_store._store import root_labels as root_labels
     from memory_store._store import DEFAULT_DEBOUNCE_MS as DEFAULT_DEBOUNCE_MS
+    from memory_store._store import MAX_DEBOUNCE_MS as MAX_DEBOUNCE_MS
+    from memory_store._store import debounce_refusal as debounce_refusal
     from memory_store._store import MemoryStore as MemoryStore
     from memory_store._scan import MAX_FOLDER_DEPTH as MAX_FOLDER_DEPTH
     from memory_store._root_rule import broad_root_refusal as broad_root_refusal
@@ -112,6 +114,8 @@ _EXPORTS: dict[str, str] = {
     "IndexFile": "memory_store._index_file",
     "root_labels": "memory_store._store",
     "DEFAULT_DEBOUNCE_MS": "memory_store._store",
+    "MAX_DEBOUNCE_MS": "memory_store._store",
+    "debounce_refusal": "memory_store._store",
     "MemoryStore": "memory_store._store",
     "MAX_FOLDER_DEPTH": "memory_store._scan",
     "MAX_ROOT_ENTRIES": "memory_store._scan",

@@ -28,6 +28,17 @@ EnrichmentSpec = Union[bool, Mapping[str, PathSpec]]
 # Folds an editor's write-temp-then-rename (and a burst of saves) into one update.
 # bench/store_scaling.py: write-to-visible is this window plus 1-5 ms, at 100 to 10,000 files.
 DEFAULT_DEBOUNCE_MS = 50
+MAX_DEBOUNCE_MS = 60_000  # a window of a minute already holds every edit back by a minute
+
+
+def debounce_refusal(debounce_ms: float) -> str | None:
+    """Why ``debounce_ms`` cannot be a watcher's debounce window, in one line, or None: a number of
+    milliseconds from 0 to MAX_DEBOUNCE_MS (NaN, which no comparison passes, never applied an edit)."""
+    if isinstance(debounce_ms, bool) or not isinstance(debounce_ms, (int, float)):
+        return f"debounce_ms must be a number of milliseconds, got {type(debounce_ms).__name__}"
+    if not 0 <= debounce_ms <= MAX_DEBOUNCE_MS:
+        return f"debounce_ms must be from 0 to {MAX_DEBOUNCE_MS:,} milliseconds, got {debounce_ms!r}"
+    return None
 
 _log = logging.getLogger(__name__)
 
@@ -108,6 +119,8 @@ class MemoryStore:
         path to its doc (``MemoryDoc.learned``), watched like the sidecars; False attaches nothing
         (``record_learning`` still writes the file).
 
+        ``debounce_ms`` outside 0 to MAX_DEBOUNCE_MS raises MemoryStoreError (``debounce_refusal``).
+
         A root that is the file system root, the home folder or a folder above it raises MemoryStoreError
         (``broad_root_refusal``): no door opens one.
 
@@ -116,6 +129,9 @@ class MemoryStore:
         open, whenever the root's folder changes identity (a symlinked root retargeted, the folder replaced
         by a symlink) before it is watched, and at every rescan of the whole root.
         """
+        refusal = debounce_refusal(debounce_ms)
+        if refusal is not None:
+            raise MemoryStoreError(refusal)
         for spec in roots:
             refusal = broad_root_refusal(os.fspath(spec[1] if isinstance(spec, tuple) else spec))
             if refusal is not None:

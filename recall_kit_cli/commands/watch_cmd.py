@@ -9,7 +9,7 @@ from typing import Sequence
 
 import click
 
-from memory_store import DEFAULT_DEBOUNCE_MS, MemoryStore, MemoryStoreError, Snapshot
+from memory_store import DEFAULT_DEBOUNCE_MS, MemoryStore, MemoryStoreError, Snapshot, debounce_refusal
 from recall_kit_cli._format import InputError, error_line
 from recall_kit_cli._help import HelpCommand
 from recall_kit_cli._output import clean, echo, echo_json, quiet_broken_pipe
@@ -39,6 +39,8 @@ def watch(roots: tuple[str, ...], as_json: bool, debounce_ms: float | None) -> N
       recall-kit watch --root ~/memories
     """
     debounce = DEFAULT_DEBOUNCE_MS if debounce_ms is None else debounce_ms
+    if (refusal := debounce_refusal(debounce)) is not None:
+        raise InputError(f"--debounce-ms: {refusal}")
     try:
         store = MemoryStore.open(*resolve_roots(roots).paths, watch=True, debounce_ms=debounce)
     except MemoryStoreError as exc:

@@ -70,6 +70,10 @@ def serve(
         return
     if as_json:
         raise InputError("--json goes with --status or --stop")
+    from memory_store import debounce_refusal
+
+    if debounce_ms is not None and (refusal := debounce_refusal(debounce_ms)) is not None:
+        raise InputError(f"--debounce-ms: {refusal}")
     from recall_kit_cli._config_file import load
     from recall_kit_cli.integrations._runtime import append_log
     from recall_kit_cli.integrations.daemon import AlreadyRunning, RecallDaemon, run_daemon, status_line

@@ -212,3 +212,15 @@ def test_a_name_of_sixty_four_byte_characters_is_saved_by_add(cwd: Path, tmp_pat
                             "--body", "b", cwd=cwd)
     assert result.returncode == 0, result.stderr
     assert os.listdir(root / "user") == [f"{name}.md"]
+
+
+@pytest.mark.parametrize("value", ["nan", "1e300", "-5", "inf"])
+def test_a_debounce_window_that_cannot_work_is_one_line_from_watch_and_serve(cwd: Path, env: Env, value: str) -> None:  # noqa: F811
+    # nan never applied an edit; 1e300 stopped the watcher with a traceback
+    watched = run_recall_kit("watch", "--root", str(EXAMPLES), "--debounce-ms", value, cwd=cwd)
+    assert_one_line_error(watched, f"--debounce-ms: debounce_ms must be from 0 to 60,000 milliseconds, got {float(value)!r}")
+    served = env.run("serve", "--fast-only", "--debounce-ms", value)
+    assert (served.returncode, served.stdout) == (2, b"")
+    assert served.stderr.decode().splitlines() == [
+        f"recall-kit: --debounce-ms: debounce_ms must be from 0 to 60,000 milliseconds, got {float(value)!r}"]
+    assert not env.socket.exists()

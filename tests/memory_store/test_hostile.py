@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_helpers import alias_bomb, fingerprint, memory, write
 
-from memory_store import MemoryParseError, MemoryStore, parse_memory
+from memory_store import MemoryParseError, MemoryStore, MemoryStoreError, parse_memory
 
 
 _PARSE_IN_CHILD = """
@@ -184,3 +184,9 @@ def test_hostile_files_never_stop_a_scan_and_good_ones_all_load(root: Path) -> N
     reasons = {e.path: e.reason for e in snapshot.errors}
     assert reasons["bomb.md"] == "YAML anchors are not allowed in frontmatter (line 4)"
     assert reasons["bigint-type.md"].startswith("unknown type '5555")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, 1e300, "50", True])
+def test_a_debounce_window_that_cannot_work_is_refused_by_the_store_itself(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(MemoryStoreError, match="^debounce_ms must be"):
+        MemoryStore.open(tmp_path, debounce_ms=bad)  # type: ignore[arg-type]
