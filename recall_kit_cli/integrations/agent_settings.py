@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from memory_store import PRIVATE_FILE_MODE, MemoryStoreError, RecallKitError, atomic_write, open_private
-from recall_kit_cli.integrations.agents import Agent
+from memory_store import PRIVATE_FILE_MODE, MemoryStoreError, RecallKitError, atomic_write, broad_root_refusal, open_private
+from recall_kit_cli.integrations.agents import MAX_SETTINGS_BYTES, Agent
 from recall_kit_cli.integrations._json_edit import (
     Array,
     JsonTextError,
@@ -164,6 +164,8 @@ def checked_roots(agent: Agent, roots: tuple[str, ...], allow_missing: bool) -> 
             path.encode("utf-8")
         except UnicodeEncodeError:
             raise SettingsError(f"memory root {path} is not UTF-8, which {agent.title}'s settings cannot hold") from None
+        if (refusal := broad_root_refusal(path)) is not None:
+            raise SettingsError(f"{refusal}; nothing was changed")
         if os.path.isdir(path):
             continue
         if os.path.exists(path):
@@ -315,6 +317,9 @@ def _edit_settings(
         return InstallResult(path, True, diff)
     backup = original = None
     try:
+        if old is None and target != Path(os.path.abspath(path)) and not target.parent.is_dir():
+            # a dangling link: its target's folders are not ours to make (as root, anywhere at all)
+            raise SettingsError(f"{path} leads to {target}, whose folder does not exist; nothing was changed")
         if old is None:
             target.parent.mkdir(parents=True, exist_ok=True)
         else:
@@ -346,19 +351,29 @@ def _target(path: Path, project: Path | None) -> Path:
 
 
 def _read(target: Path, path: Path) -> str | None:
-    """The settings text (None when there is no file); SettingsError unless a regular UTF-8 file."""
+    """The settings text (None when there is no file); SettingsError unless a regular UTF-8 file of at
+    most MAX_SETTINGS_BYTES (a clone's settings are not the user's: never read whole, never waited on)."""
     try:
-        info = os.stat(target)
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SettingsError(f"{path} is not a regular file; nothing was changed")
     try:
-        data = target.read_bytes()
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SettingsError(f"{path} is not a regular file; nothing was changed")
+        data = b""
+        while info.st_size <= MAX_SETTINGS_BYTES and len(data) <= MAX_SETTINGS_BYTES:
+            if not (chunk := os.read(fd, MAX_SETTINGS_BYTES + 1 - len(data))):
+                break
+            data += chunk
+        if info.st_size > MAX_SETTINGS_BYTES or len(data) > MAX_SETTINGS_BYTES:
+            raise SettingsError(f"{path} is over {MAX_SETTINGS_BYTES:,} bytes, more than a settings file holds; nothing was changed")
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

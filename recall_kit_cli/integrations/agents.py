@@ -11,7 +11,7 @@ What the rules may reach is bounded before the daemon's own checks: a ``cwd`` or
 is ignored, ``..`` is resolved lexically first, a project's folder name is made of letters, digits
 and ``-`` only (so it is one folder under the agent's ``projects``), and the files read on the way
 (``.git``, a worktree's ``commondir`` and ``gitdir``, the user's settings) are regular files read
-without blocking, at most ``_MAX_READ_BYTES`` each.
+without blocking, at most ``MAX_SETTINGS_BYTES`` each.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import NamedTuple
 from memory_store import parse_json  # the JSON reader alone: cheap
 
 MAX_PATH_CHARS = 4096  # PATH_MAX: a longer cwd or transcript_path is no path the agent could have
-_MAX_READ_BYTES = 1 << 20  # a settings file or a git pointer file; anything larger is not one
+MAX_SETTINGS_BYTES = 1 << 20  # a settings file or a git pointer file; anything larger is not one
 _CLAUDE_MAX_KEY_CHARS = 200  # Claude Code cuts a longer project folder name and appends a hash
 # SessionStart only starts the daemon, so that the session's first prompt finds it warm
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd")
@@ -115,9 +115,9 @@ def _read_small(path: str) -> str | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_READ_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SETTINGS_BYTES:
             return None
-        return os.read(fd, _MAX_READ_BYTES).decode("utf-8", "replace")
+        return os.read(fd, MAX_SETTINGS_BYTES).decode("utf-8", "replace")
     except OSError:
         return None
     finally:

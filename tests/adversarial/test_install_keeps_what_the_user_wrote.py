@@ -223,6 +223,36 @@ def test_a_root_that_does_not_exist_is_refused_unless_allowed_loudly(env: Env, a
     assert _ours(_strict_json(_settings(env, agent).read_text()), "Stop")[0].endswith(f"--root {typo}")
 
 
+def test_a_root_the_daemon_would_refuse_is_refused_at_install(env: Env, agent: Agent) -> None:
+    home = env.vars["HOME"]
+    for root, why in [("/", "is the file system root"), (home, "is the home folder"), (str(Path(home).parent), "holds the home folder")]:
+        refused = env.run("hook", "install", agent.name, "--root", root)
+        _one_line_error(refused, f"root {root} {why}, not a folder of memories; nothing was changed")
+    assert not _settings(env, agent).exists()
+
+
+def test_a_settings_file_of_a_gigabyte_is_refused_unread(env: Env, agent: Agent, memories: Path) -> None:
+    path = _write_settings(env, agent, PLAIN_FILE)
+    os.truncate(path, 1 << 30)  # sparse: a clone's file read whole took 4 GB of memory
+    for command in (("install", agent.name, "--root", str(memories)), ("uninstall", agent.name)):
+        refused = env.run("hook", *command)
+        _one_line_error(refused, f"{path} is over 1,048,576 bytes", "nothing was changed")
+    assert path.stat().st_size == 1 << 30
+    status = env.run("hook", "status")
+    assert status.returncode == 0 and b"over 1,048,576 bytes" in status.stdout + status.stderr
+
+
+def test_a_dangling_link_makes_no_folder_for_its_target(env: Env, agent: Agent, memories: Path, tmp_path: Path) -> None:
+    nowhere = tmp_path / "no-such-folder" / "settings.json"
+    link = _settings(env, agent)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(nowhere)
+    refused = env.run("hook", "install", agent.name, "--root", str(memories))
+    _one_line_error(refused, f"{link} leads to {nowhere}, whose folder does not exist; nothing was changed")
+    assert not nowhere.parent.exists() and link.is_symlink()
+    nowhere.parent.mkdir()  # a link to a file yet to be written, in a folder that is there: written
+    assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0 and nowhere.is_file()
+
 def test_uninstall_removes_exactly_our_entries_and_gives_the_file_back_as_it_was(env: Env, agent: Agent, memories: Path) -> None:
     path = _write_settings(env, agent)
     assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0
