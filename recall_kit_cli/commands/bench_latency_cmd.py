@@ -26,6 +26,7 @@ def latency(docs: str, enriched: bool, as_json: bool) -> None:
 
     Example: recall-kit bench latency --docs 1000,10000 [--enriched]
     """
+    from memory_store import MAX_ROOT_ENTRIES
     from recall_kit_bench import (
         enriched_latency_table,
         latency_table,
@@ -39,6 +40,8 @@ def latency(docs: str, enriched: bool, as_json: bool) -> None:
         raise InputError(f"--docs takes comma-separated integers, got {docs!r}") from None
     if not sizes or min(sizes) < 1:
         raise InputError("--docs needs sizes of at least 1")
+    if max(sizes) > MAX_ROOT_ENTRIES:  # generated in memory: 10^11 documents grew 20 MB a second, silently
+        raise InputError(f"--docs sizes go up to {MAX_ROOT_ENTRIES:,}, the most a root holds; got {max(sizes):,}")
     # a bar on stderr only when a person watches it; each size is one step
     with click.progressbar(sizes, label="latency", file=sys.stderr, item_show_func=_size_label) if sys.stderr.isatty() \
             else _plain(sizes) as steps:
