@@ -29,7 +29,7 @@ from recall_kit._config import SelectorConfig
 from recall_kit._errors import UsageError
 from recall_kit._recaller import Opened, Recaller
 from recall_kit._settings import environment_setting
-from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN
+from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, check_delivery
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import (
@@ -66,8 +66,11 @@ def _root_list(roots: object) -> Sequence[str | os.PathLike[str]]:
     if isinstance(roots, (str, bytes, os.PathLike)):
         raise UsageError(f"roots must be a list of folders, got the single path {os.fsdecode(roots)!r}: "
                          f"pass [{os.fsdecode(roots)!r}]")
-    if not isinstance(roots, Sequence) or not all(isinstance(r, (str, os.PathLike)) for r in roots):
+    if not isinstance(roots, Sequence):
         raise UsageError(f"roots must be a list of folder paths, got {type(roots).__name__}")
+    for n, root in enumerate(roots):
+        if not isinstance(root, (str, os.PathLike)):  # a (label, path) pair too: labels are the store's own
+            raise UsageError(f"roots must be a list of folder paths; roots[{n}] is a {type(root).__name__}")
     return roots
 
 
@@ -316,8 +319,10 @@ def open_recaller(
     Close the result with ``close()`` in threaded code and ``await aclose()`` (or ``async with``)
     on the event loop that used the selector. Raises MemoryStoreError for a missing root,
     ConfigError for an unusable selector setting and UsageError for roots that are not a list of
-    folders (one path alone); nothing is left open when it raises.
+    folders (one path alone) or a delivery setting out of bounds (``initial_wait_ms`` 0 to 10,000,
+    ``body_budget`` 0 or more); nothing is left open when it raises.
     """
+    check_delivery(initial_wait_ms, body_budget)  # before anything is opened
     closers: list[Callable[[], object]] = []  # what was opened here, in order
     try:
         store: MemoryStore | Snapshot

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ class RecallSession:
             raise SessionClosedError("begin() on a closed RecallSession")
         if not isinstance(query, str):
             raise UsageError(f"begin() takes the user's prompt as a str, got {type(query).__name__}")
+        if abort is not None and not isinstance(abort, (asyncio.Event, threading.Event)):
+            raise UsageError(f"begin() takes abort as an asyncio.Event or a threading.Event, got {type(abort).__name__}")
         self.cancel("new_query")
         stages = self.stages
         handle = PrefetchHandle(next(self._handle_ids), bounded_prompt(query), FastResultBox(), query_chars=len(query))

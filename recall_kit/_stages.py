@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memory_store import MemoryDoc, Snapshot
+from recall_kit._errors import UsageError
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 
@@ -23,12 +24,24 @@ if TYPE_CHECKING:
     from recall_kit._protocols import FastStage, Selector
 
 INITIAL_WAIT_MS = 100  # the initial point's ceiling: a bound on the wait, not a cost
+MAX_INITIAL_WAIT_MS = 10_000  # a wait the user sees on every prompt: ten seconds is already the old blocking design's four
 # Skip the model stage when the fast answer is certain (GateSettings.certain: one unique, strong
 # match). Off: `recall-kit bench replay --repeat --passes 2 --skip-certain` (2026-12-02) skipped
 # 0.13-0.46 of the training turns with nothing lost on agent-memories, multilingual and hard-cases,
 # but on coding-memories and locomo-dev 17 and 23 skipped turns delivered other than the oracle, and
 # locomo-dev's repeat silence fell 0.230 -> 0.229 (docs/benchmarks.md).
 SKIP_MODEL_WHEN_CERTAIN = False
+
+
+def check_delivery(initial_wait_ms: object, body_budget: object) -> None:
+    """The one check of the delivery settings, whoever takes them (``open_recaller`` before it opens
+    anything, ``Recaller``, ``Stages``): UsageError for a wait that is not 0 to MAX_INITIAL_WAIT_MS
+    milliseconds (a NaN wait compared false everywhere) or a body budget that is not a count."""
+    wait = initial_wait_ms
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_INITIAL_WAIT_MS:
+        raise UsageError(f"initial_wait_ms must be from 0 to {MAX_INITIAL_WAIT_MS:,} milliseconds, got {wait!r}")
+    if isinstance(body_budget, bool) or not isinstance(body_budget, int) or body_budget < 0:
+        raise UsageError(f"body_budget must be a whole number of characters, 0 or more, got {body_budget!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +60,9 @@ class Stages:
     initial_wait_ms: float = INITIAL_WAIT_MS  # the initial point's ceiling
     body_budget: int = BODY_BUDGET  # characters of memory bodies in one rendered block
     skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN  # settle a certain fast answer without the model
+
+    def __post_init__(self) -> None:
+        check_delivery(self.initial_wait_ms, self.body_budget)
 
     @property
     def pace(self) -> ModelPace | None:

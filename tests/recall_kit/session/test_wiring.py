@@ -4,6 +4,7 @@ and closing the Recaller closes exactly what it opened."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from pathlib import Path
 
@@ -91,6 +92,34 @@ def test_background_enrichment_needs_a_watched_store(memory_root: Path) -> None:
     with pytest.raises(UsageError, match="open the roots with watch=True"):
         open_recaller([memory_root], watch=False, use_cache=False, enrich=config)
 
+
+@pytest.mark.parametrize(("setting", "value", "words"), [
+    ("initial_wait_ms", float("nan"), "initial_wait_ms must be from 0 to 10,000 milliseconds, got nan"),
+    ("initial_wait_ms", -1, "got -1"), ("initial_wait_ms", 1e9, "got 1000000000.0"), ("initial_wait_ms", "100", "got '100'"),
+    ("body_budget", -5, "body_budget must be a whole number of characters, 0 or more, got -5"),
+    ("body_budget", 2.5, "got 2.5"), ("body_budget", True, "got True"),
+])
+def test_a_delivery_setting_out_of_bounds_is_refused_before_anything_opens(
+    memory_root: Path, tmp_path: Path, setting: str, value: object, words: str
+) -> None:
+    before = len(watcher_threads())
+    with pytest.raises(UsageError, match=re.escape(words)):
+        open_recaller([memory_root], cache_dir=tmp_path, **{setting: value})  # type: ignore[arg-type]
+    assert len(watcher_threads()) == before
+    with MemoryStore.open(memory_root, watch=False) as store, pytest.raises(UsageError, match=re.escape(words)):
+        from recall_kit import Recaller
+
+        Recaller(store, **{setting: value})  # type: ignore[arg-type]
+
+
+def test_an_abort_that_is_no_event_and_a_root_that_is_no_path_are_named(memory_root: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"roots must be a list of folder paths; roots\[1\] is a tuple"):
+        open_recaller([memory_root, ("notes", memory_root)], cache_dir=tmp_path)  # type: ignore[list-item]
+    with open_recaller([memory_root], watch=False, use_cache=False) as recaller:
+        session = recaller.sync_session()
+        with pytest.raises(UsageError, match="abort as an asyncio.Event or a threading.Event, got str"):
+            session.begin("how do we deploy?", abort="stop")  # type: ignore[arg-type]
+        session.close()
 
 def test_a_missing_root_is_a_store_error_and_leaves_nothing_open(tmp_path: Path) -> None:
     before = len(watcher_threads())
