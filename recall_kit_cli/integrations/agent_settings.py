@@ -317,10 +317,8 @@ def _edit_settings(
         return InstallResult(path, True, diff)
     backup = original = None
     try:
-        if old is None and target != Path(os.path.abspath(path)) and not target.parent.is_dir():
-            # a dangling link: its target's folders are not ours to make (as root, anywhere at all)
-            raise SettingsError(f"{path} leads to {target}, whose folder does not exist; nothing was changed")
         if old is None:
+            _refuse_dangling_link(path, target)
             target.parent.mkdir(parents=True, exist_ok=True)
         else:
             backup, original = _keep_copies(agent, path, old)
@@ -350,6 +348,17 @@ def _target(path: Path, project: Path | None) -> Path:
     return target
 
 
+def _refuse_dangling_link(path: Path, target: Path) -> None:
+    """SettingsError when the file, or the nearest folder on its way that is there, is a link to
+    nowhere: its target's folders are not ours to make (as root, anywhere at all). Folders missing
+    below a real one (a first install, a home reached through a link) are made as before."""
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if (path.is_symlink() and not target.parent.is_dir()) or (folder.is_symlink() and not folder.is_dir()):
+        raise SettingsError(f"{path} leads to {target}, whose folder does not exist; nothing was changed")
+
+
 def _read(target: Path, path: Path) -> str | None:
     """The settings text (None when there is no file); SettingsError unless a regular UTF-8 file of at
     most MAX_SETTINGS_BYTES (a clone's settings are not the user's: never read whole, never waited on)."""
@@ -364,11 +373,11 @@ def _read(target: Path, path: Path) -> str | None:
         if not stat.S_ISREG(info.st_mode):
             raise SettingsError(f"{path} is not a regular file; nothing was changed")
         data = b""
-        while info.st_size <= MAX_SETTINGS_BYTES and len(data) <= MAX_SETTINGS_BYTES:
+        while info.st_size <= MAX_SETTINGS_BYTES and len(data) <= MAX_SETTINGS_BYTES:  # a short read is not the end
             if not (chunk := os.read(fd, MAX_SETTINGS_BYTES + 1 - len(data))):
                 break
             data += chunk
-        if info.st_size > MAX_SETTINGS_BYTES or len(data) > MAX_SETTINGS_BYTES:
+        if info.st_size > MAX_SETTINGS_BYTES or len(data) > MAX_SETTINGS_BYTES:  # grown since the fstat too
             raise SettingsError(f"{path} is over {MAX_SETTINGS_BYTES:,} bytes, more than a settings file holds; nothing was changed")
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror}") from None

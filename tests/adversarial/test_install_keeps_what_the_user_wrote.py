@@ -9,10 +9,12 @@ import json
 import os
 import re
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import RECALL_KIT
 from integration_support import Env, env, memories  # noqa: F401  (fixtures)
 
 from recall_kit_cli.integrations.agents import AGENTS, Agent
@@ -250,8 +252,30 @@ def test_a_dangling_link_makes_no_folder_for_its_target(env: Env, agent: Agent, 
     refused = env.run("hook", "install", agent.name, "--root", str(memories))
     _one_line_error(refused, f"{link} leads to {nowhere}, whose folder does not exist; nothing was changed")
     assert not nowhere.parent.exists() and link.is_symlink()
+    link.unlink()
+    link.parent.rmdir()
+    link.parent.symlink_to(nowhere.parent, target_is_directory=True)  # the agent's folder itself, to nowhere
+    refused = env.run("hook", "install", agent.name, "--root", str(memories))
+    _one_line_error(refused, f"{link} leads to {nowhere}, whose folder does not exist; nothing was changed")
+    assert not nowhere.parent.exists()
+    link.parent.unlink()
+    link.parent.mkdir()
+    link.symlink_to(nowhere)
     nowhere.parent.mkdir()  # a link to a file yet to be written, in a folder that is there: written
     assert env.run("hook", "install", agent.name, "--root", str(memories)).returncode == 0 and nowhere.is_file()
+
+
+def test_a_first_install_in_a_home_reached_through_a_link_makes_the_agents_folder(
+    env: Env, agent: Agent, memories: Path, tmp_path: Path
+) -> None:
+    real = tmp_path / "real-home"
+    real.mkdir()
+    linked = tmp_path / "home-link"
+    linked.symlink_to(real, target_is_directory=True)
+    result = subprocess.run([RECALL_KIT, "hook", "install", agent.name, "--root", str(memories)],
+                            env={**env.vars, "HOME": str(linked)}, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert (real / agent.config_dir / "settings.json").is_file()
 
 def test_uninstall_removes_exactly_our_entries_and_gives_the_file_back_as_it_was(env: Env, agent: Agent, memories: Path) -> None:
     path = _write_settings(env, agent)
