@@ -10,6 +10,7 @@ an open that blocks never keeps SIGTERM from ending the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import logging
@@ -22,7 +23,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from memory_store import (
     MAX_ROOT_ENTRIES,
@@ -313,33 +314,37 @@ class RecallDaemon:
             self._last_request = time.monotonic()
             writer.close()
 
+    @contextlib.asynccontextmanager
+    async def _closable(self) -> AsyncIterator[None]:
+        """A wait on the client, bounded by DAEMON_CONNECTION_IDLE_S and cut short when the connection
+        is closed to make room (``_make_room_for``): TimeoutError either way."""
+        key = object()
+        async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as bound:
+            self._waiting[key] = bound
+            try:
+                yield
+            finally:
+                self._waiting.pop(key, None)
+
     async def _next_line(self, reader: asyncio.StreamReader) -> bytes:
         """The connection's next request line; b"" when it closes, sends none in DAEMON_CONNECTION_IDLE_S,
-        or is closed to make room (``_make_room_for``)."""
-        key = object()
+        or is closed to make room."""
         try:
-            async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as idle:
-                self._waiting[key] = idle
+            async with self._closable():
                 return await reader.readline()
         except TimeoutError:
             return b""
-        finally:
-            self._waiting.pop(key, None)
 
     async def _send(self, writer: asyncio.StreamWriter, answer: bytes) -> bool:
         """Write an answer; False when the client reads none of what is queued for it in
         DAEMON_CONNECTION_IDLE_S, or is closed meanwhile to make room: a client that sends requests and
         never reads their answers holds no slot and keeps the daemon from no idle exit."""
         writer.write(answer)
-        key = object()
         try:
-            async with asyncio.timeout(DAEMON_CONNECTION_IDLE_S) as unread:
-                self._waiting[key] = unread
+            async with self._closable():
                 await writer.drain()
         except TimeoutError:
             return False
-        finally:
-            self._waiting.pop(key, None)
         return True
 
     def _make_room_for(self, writer: asyncio.StreamWriter) -> bool:
