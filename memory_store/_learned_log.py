@@ -212,7 +212,7 @@ class LearnedFile:
                     everything = live is not self._pruned_for
                     self._pruned_for = live if isinstance(live, frozenset) else None
                 looked = [path for path in (entries if everything else changed) if path in entries and path not in live]
-                gone = [path for path in looked if self.memory_gone(path)]  # a file that fails to parse keeps its words
+                gone = [path for path in looked if self._root.memory_gone(path)]  # a file that fails to parse keeps its words
                 for path in gone:
                     del entries[path]
                 changed.update(gone)
@@ -221,18 +221,10 @@ class LearnedFile:
         self._rewrite(change, create=True, learning=True)
         return Path(self.path)
 
-    def memory_gone(self, path: str) -> bool:
-        """Whether nothing is at the memory path ``path`` (relative to the root): what a prune asks before it
-        forgets, so a memory that is there but is not listed now (a YAML typo, too big) keeps what it learned."""
-        try:
-            return not os.path.lexists(self._root.abspath(path))
-        except (OSError, ValueError):
-            return False
-
     def forget_gone(self, paths: Iterable[str]) -> int:
         """Forget the entries of those of ``paths`` whose memory file is gone (compacting the file, so their
         words leave the disk at once); how many went."""
-        gone = [path for path in paths if self.memory_gone(path)]
+        gone = [path for path in paths if self._root.memory_gone(path)]
         return self.clear(gone) if gone else 0
 
     def clear(self, paths: Iterable[str] | None) -> int:

@@ -23,7 +23,7 @@ from memory_store._learned_format import LEARNED_PATH, LearnedEntry, LearningUpd
 from memory_store._learned_log import LearnedChanges, LearnedFile
 from memory_store._parse import parse_memory
 from memory_store._scan import Root, is_memory_name, link_target, read_listed
-from memory_store._sidecar import EnrichmentEntry, Sidecar, sidecar_path
+from memory_store._sidecar import EnrichmentEntry, Sidecar, Versions, sidecar_path
 from memory_store._types import DEFAULT_MAX_BYTES, SkippedFile
 from memory_store._write import write_in_folder
 
@@ -253,7 +253,8 @@ class MemoryRoot:
 
     def record_enrichment(self, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None = None) -> Path:
         """Merge ``entries`` into the root's sidecar and write it atomically, locked against other writers;
-        with ``live_paths`` (relative paths of the root's memories), drop entries of memories that are gone.
+        with ``live_paths`` (relative paths of the root's memories), drop entries of memories that are gone
+        (not among them, and nothing at their path).
         Returns the sidecar's path."""
         return self._sidecar.update(self._root, entries, live_paths)
 
@@ -306,8 +307,8 @@ class MemoryRoot:
         watches it beside the root); None when the root keeps its own."""
         return None if self._sidecar.inside else Path(self._sidecar.path)
 
-    def read_enrichment(self) -> tuple[dict[str, EnrichmentEntry], list[SkippedFile]]:
-        """What the root's sidecar holds (relative path -> entry; a missing sidecar is empty), read as
+    def read_enrichment(self) -> tuple[Versions, list[SkippedFile]]:
+        """What the root's sidecar holds (relative path -> its entries; a missing sidecar is empty), read as
         the store reads it, and the errors a snapshot lists for it: its refusal, or each bad line."""
         refused = self._sidecar.refusal(self._root)
         entries, problems = self._sidecar.read(self._root) if refused is None else ({}, [])

@@ -59,6 +59,15 @@ class Root:
     def abspath(self, rel: str) -> str:
         return os.path.join(self.path, *rel.split("/")) if rel else self.path
 
+    def memory_gone(self, rel: str) -> bool:
+        """Whether nothing is at the memory path ``rel``: what a prune of a sidecar or the learned file asks
+        before it forgets, so a memory that is there but not listed now (a YAML typo, a NUL byte mid-write,
+        too big) keeps its enrichment and what it learned."""
+        try:
+            return not os.path.lexists(self.abspath(rel))
+        except (OSError, ValueError):
+            return False
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:

@@ -17,7 +17,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
 from memory_store._json import line_problem, parse_json
@@ -78,9 +78,22 @@ def clean_entry(entry: EnrichmentEntry) -> EnrichmentEntry:
     )
 
 
+Versions = dict[str, tuple[EnrichmentEntry, ...]]  # relative path -> its entries, one a file hash, oldest first
+
+
 def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
-    """Parse a sidecar's bytes: (relative path -> entry, problems). A bad line never hides the good ones."""
-    entries: dict[str, EnrichmentEntry] = {}
+    """Parse a sidecar's bytes: (relative path -> entry, problems). A bad line never hides the good ones;
+    of several lines for one path, the last is the entry."""
+    versions, problems = parse_versions(data)
+    return latest(versions), problems
+
+
+def parse_versions(data: bytes) -> tuple[Versions, list[SidecarProblem]]:
+    """Parse a sidecar's bytes, keeping every file hash a path has a line for (a later line for the same
+    hash replaces it): two lines for one memory, say from a merge, leave the fresh one to be found
+    whichever comes last."""
+    last: dict[str, EnrichmentEntry] = {}
+    older: dict[str, dict[str, EnrichmentEntry]] = {}  # by hash, for the few paths with lines for other bytes
     problems: list[SidecarProblem] = []
     for number, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():
@@ -93,8 +106,27 @@ def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[Side
         except ValueError as exc:
             problems.append((number, line_problem(exc)))
             continue
-        entries[entry.path] = entry  # a later line for the same path wins
-    return entries, problems
+        before = last.get(entry.path)
+        if before is not None and before.sha256 != entry.sha256:
+            hashes = older.setdefault(entry.path, {})
+            hashes.pop(before.sha256, None)  # re-inserted last: the order is that of each hash's last line
+            hashes[before.sha256] = before
+            hashes.pop(entry.sha256, None)
+        last[entry.path] = entry
+    versions: Versions = {path: (entry,) for path, entry in last.items()}
+    for path, hashes in older.items():
+        versions[path] = (*hashes.values(), last[path])
+    return versions, problems
+
+
+def latest(versions: Versions) -> dict[str, EnrichmentEntry]:
+    """Relative path -> the entry of its last line."""
+    return {path: entries[-1] for path, entries in versions.items()}
+
+
+def entry_for(versions: tuple[EnrichmentEntry, ...], content_hash: str) -> EnrichmentEntry | None:
+    """The entry written for the bytes that hash to ``content_hash``, or None: every other is stale."""
+    return next((entry for entry in versions if entry.sha256 == content_hash), None)
 
 
 def _entry(obj: Any) -> EnrichmentEntry:
@@ -118,7 +150,7 @@ def _entry(obj: Any) -> EnrichmentEntry:
     )
 
 
-def read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+def read_sidecar_fd(fd: int) -> tuple[Versions, list[SidecarProblem]]:
     """Read a sidecar from an open file descriptor, then close it; a read error is a whole-file problem."""
     try:
         return _read_sidecar_fd(fd)
@@ -128,14 +160,19 @@ def read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarPr
         os.close(fd)
 
 
-def _read_sidecar_fd(fd: int) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
+def _read_sidecar_fd(fd: int) -> tuple[Versions, list[SidecarProblem]]:
     data = read_bounded_fd(fd, MAX_SIDECAR_BYTES)
-    return ({}, [data]) if isinstance(data, tuple) else parse_enrichment(data)
+    return ({}, [data]) if isinstance(data, tuple) else parse_versions(data)
 
 
 
 def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
     """Read the sidecar at ``path``: (relative path -> entry, [(line, reason)]). A missing file is empty."""
+    versions, problems = _read_versions(path)
+    return latest(versions), problems
+
+
+def _read_versions(path: str | os.PathLike[str]) -> tuple[Versions, list[SidecarProblem]]:
     try:
         fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -145,21 +182,23 @@ def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentE
     return read_sidecar_fd(fd)
 
 
-def sidecar_text(entries: Iterable[EnrichmentEntry]) -> str:
-    """A whole sidecar's text: one cleaned entry a line, sorted by path (a later entry for a path wins).
+def sidecar_text(entries: Iterable[EnrichmentEntry], *, versions: bool = False) -> str:
+    """A whole sidecar's text: one cleaned entry a line, sorted by path (a later entry for a path wins;
+    with ``versions``, only one for the same path and hash: each hash keeps its line, in the given order).
 
     Raises MemoryStoreError when an entry's path or hash is invalid.
     """
-    cleaned: dict[str, EnrichmentEntry] = {}
+    cleaned: dict[tuple[str, str], EnrichmentEntry] = {}
     for entry in entries:
         try:
             good = clean_entry(entry)
         except ValueError as exc:
             raise MemoryStoreError(f"invalid enrichment entry for {str(entry.path)[:200]!r}: {exc}") from None
-        cleaned[good.path] = good
+        key = (good.path, good.sha256 if versions else "")
+        cleaned.pop(key, None)
+        cleaned[key] = good
     lines = []
-    for rel in sorted(cleaned):
-        entry = cleaned[rel]
+    for entry in sorted(cleaned.values(), key=lambda entry: entry.path):  # stable: a path's hashes keep their order
         obj: dict[str, Any] = {
             "path": entry.path,
             "sha256": entry.sha256,
@@ -193,10 +232,16 @@ def _check_size(text: str, where: str) -> None:
 
 
 def update_enrichment(
-    path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None = None
+    path: str | os.PathLike[str],
+    entries: Iterable[EnrichmentEntry],
+    live_paths: Iterable[str] | None = None,
+    *,
+    gone: Callable[[str], bool] | None = None,
 ) -> Path:
     """Merge ``entries`` into the sidecar at ``path`` and write it atomically; with ``live_paths``
-    (relative paths of the root's memories), drop the entries of memories that are gone.
+    (relative paths of the root's memories), drop the entries of memories that are gone: not in
+    ``live_paths`` and, when ``gone`` is given, ``gone(path)`` too (a memory listed nowhere now but
+    still on disk, say mid-write, keeps its entry).
 
     ``path`` is the caller's own: a symlink at it is read through, then replaced by the new file.
     """
@@ -206,7 +251,7 @@ def update_enrichment(
     except OSError as exc:
         raise MemoryStoreError(f"cannot write {target}: {exc.strerror}") from None
     try:
-        update_in_folder(folder_fd, target.name, entries, live_paths, follow=True, where=str(target))
+        update_in_folder(folder_fd, target.name, entries, live_paths, follow=True, where=str(target), gone=gone)
     finally:
         os.close(folder_fd)
     return target
@@ -220,20 +265,22 @@ def update_in_folder(
     *,
     follow: bool,
     where: str,
+    gone: Callable[[str], bool] | None = None,
 ) -> None:
     """The read-merge-write of the sidecar ``name`` in an open folder, under an flock on ``name.lock`` beside it.
 
     Writers of one sidecar (an `enrich` run, a long-lived store's background enrichment) take the lock,
     so neither loses the other's entries. Lines that were already corrupt are not carried over. Without
     ``follow``, a symlink at ``name`` is refused (MemoryPathError); the new file never goes through one.
-    ``where`` names the sidecar in errors.
+    ``where`` names the sidecar in errors; ``gone`` as for ``update_enrichment``.
     """
     with file_lock(name + ".lock", dir_fd=folder_fd):
         current, mode = _current(folder_fd, name, follow, where)
         for entry in entries:
-            current[entry.path] = entry
-        kept = current.values() if live_paths is None else prune_enrichment(current.values(), live_paths)
-        text = sidecar_text(kept)
+            current[entry.path] = (entry,)  # the entry for the memory's bytes now: every older one is stale
+        every = [entry for versions in current.values() for entry in versions]
+        kept = every if live_paths is None else prune_enrichment(every, live_paths, gone)
+        text = sidecar_text(kept, versions=True)
         _check_size(text, where)
         try:
             write_in_folder(folder_fd, name, text.encode("utf-8"), replace=True, mode=mode)
@@ -241,7 +288,7 @@ def update_in_folder(
             raise MemoryStoreError(f"cannot write {where}: {exc.strerror}") from None
 
 
-def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[dict[str, EnrichmentEntry], int | None]:
+def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[Versions, int | None]:
     """The sidecar's entries as they stand, and its permission bits when it is a regular file."""
     fd = open_current(folder_fd, name, follow=follow, where=where)
     if fd is None:
@@ -269,10 +316,13 @@ def _made_parent(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def prune_enrichment(entries: Iterable[EnrichmentEntry], live_paths: Iterable[str]) -> list[EnrichmentEntry]:
-    """The entries whose memory still exists (``live_paths``: relative paths of a root's docs)."""
+def prune_enrichment(
+    entries: Iterable[EnrichmentEntry], live_paths: Iterable[str], gone: Callable[[str], bool] | None = None
+) -> list[EnrichmentEntry]:
+    """The entries whose memory still exists (``live_paths``: relative paths of a root's docs; with
+    ``gone``, an entry not among them is kept unless ``gone(path)``)."""
     live = set(live_paths)
-    return [entry for entry in entries if entry.path in live]
+    return [entry for entry in entries if entry.path in live or (gone is not None and not gone(entry.path))]
 
 
 def sidecar_path(root: str | os.PathLike[str]) -> Path:
@@ -291,10 +341,10 @@ class Sidecar:
         """The sidecar as a snapshot's errors name it."""
         return SIDECAR_PATH if self.inside else self.path
 
-    def read(self, root: Root) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
-        """The sidecar's entries and problems; a missing sidecar is empty."""
+    def read(self, root: Root) -> tuple[Versions, list[SidecarProblem]]:
+        """The sidecar's entries (each path's, one a file hash) and problems; a missing sidecar is empty."""
         if not self.inside:
-            return read_enrichment(self.path)
+            return _read_versions(self.path)
         try:
             fd = open_own_file(root, SIDECAR_PATH)
         except OSError as exc:
@@ -351,9 +401,9 @@ class Sidecar:
     def update(self, root: Root, entries: Iterable[EnrichmentEntry], live_paths: Iterable[str] | None) -> Path:
         """Merge ``entries`` into the sidecar (dropping memories not in ``live_paths``), locked, atomically."""
         if not self.inside:
-            return update_enrichment(self.path, entries, live_paths)
+            return update_enrichment(self.path, entries, live_paths, gone=root.memory_gone)
         where = f"{root.label}/{SIDECAR_PATH}"
         with opened_root(root) as root_fd, opened_folder(root_fd, [_SIDECAR_FOLDER], where, create=True, writing=True) as folder_fd:
             keep_out_of_git(folder_fd)
-            update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where)
+            update_in_folder(folder_fd, _SIDECAR_NAME, entries, live_paths, follow=False, where=where, gone=root.memory_gone)
         return Path(self.path)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from memory_store._learned_format import LearnedEntry
 from memory_store._root import MemoryRoot
-from memory_store._sidecar import EnrichmentEntry
+from memory_store._sidecar import Versions, entry_for
 from memory_store._scan import (
     Candidate,
     Entry,
@@ -65,7 +65,7 @@ class StoreState:
         self._learned_errors: dict[str, SkippedFile] = {}  # their own: the sidecar folder's refusal may be in both
         self._entries: dict[str, dict[str, Entry]] = {root.label: {} for root in roots}  # as read, unenriched
         self._links: dict[str, set[str]] = {root.label: set() for root in roots}  # rels read via a symlink
-        self._enrichment: dict[str, dict[str, EnrichmentEntry]] = {root.label: {} for root in roots}
+        self._enrichment: dict[str, Versions] = {root.label: {} for root in roots}
         self._sidecar_errors: dict[str, list[str]] = {root.label: [] for root in roots}
         self._missing: dict[str, SkippedFile] = {}
         self._docs: dict[str, StoredDoc] = {}  # as published: with fresh enrichment attached
@@ -219,9 +219,8 @@ class StoreState:
 
     def _enriched(self, label: str, rel: str, doc: StoredDoc) -> StoredDoc:
         """``doc`` with the enrichment and learned keys the sidecars hold for it now."""
-        entry = self._enrichment[label].get(rel)
-        # none, or stale (written for other bytes): no enrichment
-        fresh = entry.enrichment if entry is not None and entry.sha256 == doc.content_hash else None
+        entry = entry_for(self._enrichment[label].get(rel, ()), doc.content_hash)
+        fresh = entry.enrichment if entry is not None else None  # none, or each stale (for other bytes): none
         learned = self._learned[label].get(rel)  # by path: what was learned survives edits
         if isinstance(doc, DeferredDoc):
             same = doc.enrichment == fresh and doc.learned == learned

@@ -235,15 +235,13 @@ class MemoryStore:
 
     def record_enrichment(self, label: str, entries: Iterable[EnrichmentEntry]) -> Path:
         """Merge ``entries`` into the sidecar this store reads for root ``label`` (its own or the one given
-        at open), dropping entries of memories not in the current snapshot. Returns the sidecar's path."""
-        files = self.root(label)
-        prefix = label + "/"
-        live = [ref[len(prefix) :] for ref in self._snapshot.docs.keys() if ref.startswith(prefix)]
-        return files.record_enrichment(entries, live)
+        at open), dropping entries of memories that are neither in the current snapshot nor on disk (one
+        that fails to parse for now keeps its entry). Returns the sidecar's path."""
+        return self.root(label).record_enrichment(entries, self._live_paths(label))
 
     def record_learning(self, label: str, updates: Iterable[LearningUpdate]) -> Path:
-        """Merge ``updates`` into root ``label``'s learned file, dropping entries of memories not in the
-        current snapshot. A store that is not watching shows them in its next snapshot at once; a
+        """Merge ``updates`` into root ``label``'s learned file, dropping entries of memories neither in the
+        current snapshot nor on disk. A store that is not watching shows them in its next snapshot at once; a
         watching one when its watcher reports the write. Returns the file's path."""
         files = self.root(label)
         path = files.record_learning(updates, self._live_paths(label))

@@ -318,6 +318,48 @@ def test_update_merges_replaces_and_prunes(tmp_path: Path) -> None:
     assert sorted(read_enrichment(path)[0]) == ["a.md"]
 
 
+def test_a_stale_line_after_a_fresh_one_for_the_same_memory_never_hides_it(root: Path) -> None:
+    # Two lines for one memory (two sidecars concatenated, a merge that kept both sides): whichever
+    # line is last, the one written for the memory's bytes is the one read, and it survives a write.
+    write(root / "a.md", memory(name="A"))
+    write(root / "b.md", memory(name="B"))
+    fresh = json.dumps({"path": "a.md", "sha256": sha(root / "a.md"), "keywords": ["fresh"]})
+    stale = json.dumps({"path": "a.md", "sha256": "0" * 64, "keywords": ["stale"]})
+    side = sidecar_path(root)
+    side.parent.mkdir()
+    side.write_text(f"{fresh}\n{stale}\n")
+    assert read_enrichment(side)[0]["a.md"].keywords == ("stale",)  # the file's own reading: the last line
+    assert scan(root).docs["mem/a.md"].enrichment == Enrichment(("fresh",))
+    with MemoryStore.open(root, watch=False) as store:
+        store.record_enrichment("mem", [entry(root, "b.md", ("b",))])
+    assert scan(root).docs["mem/a.md"].enrichment == Enrichment(("fresh",))
+    assert side.read_text().count('"a.md"') == 2
+    with MemoryStore.open(root, watch=False) as store:
+        store.record_enrichment("mem", [entry(root, "a.md", ("new",))])
+    assert side.read_text().count('"a.md"') == 1  # a new entry for the memory replaces every older one
+    assert scan(root).docs["mem/a.md"].enrichment == Enrichment(("new",))
+
+
+def test_a_memory_unlisted_for_a_moment_keeps_its_entry_and_a_deleted_one_loses_it(root: Path) -> None:
+    # An agent mid-write (a NUL byte, a YAML typo) leaves a memory out of the snapshot; a sidecar update
+    # then must not forget the entry it will need again once the file reads, only one whose file is gone.
+    write(root / "a.md", memory(name="A"))
+    write(root / "b.md", memory(name="B"))
+    write(root / "c.md", memory(name="C"))
+    kept = entry(root, "a.md", ("kafka",))
+    with MemoryStore.open(root, watch=False) as store:
+        store.record_enrichment("mem", [kept, entry(root, "c.md", ("gone soon",))])
+    good = (root / "a.md").read_bytes()
+    (root / "a.md").write_bytes(good + b"\x00")
+    (root / "c.md").unlink()
+    with MemoryStore.open(root, watch=False) as store:
+        assert sorted(store.snapshot().docs) == ["mem/b.md"]
+        store.record_enrichment("mem", [entry(root, "b.md", ("redis",))])
+    assert sorted(read_enrichment(sidecar_path(root))[0]) == ["a.md", "b.md"]
+    (root / "a.md").write_bytes(good)
+    assert scan(root).docs["mem/a.md"].enrichment == Enrichment(("kafka",))
+
+
 def test_a_sidecar_the_reader_would_refuse_is_never_written_nor_replaced_by_a_near_empty_one(tmp_path: Path) -> None:
     # the most a model may give (32 keywords of 64 CJK characters, 8 scenarios of 200): about 21 KB a
     # line once escaped, so about 3,200 memories pass the reader's 64 MiB
