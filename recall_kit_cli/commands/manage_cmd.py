@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from memory_store import (
-    MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError, given_ref, shown_ref,
+    DEFAULT_MAX_BYTES, MEMORY_TYPES, MemoryDoc, MemoryExistsError, MemoryParseError, MemoryRoot, MemoryStoreError, given_ref, shown_ref,
 )
 from recall_kit import ConfigError, render_memories
 from recall_kit.cache import forget_memory
@@ -77,8 +77,15 @@ def add(
 
 
 def _read_body() -> str:
+    """The body from stdin (at most a memory file's size: what is larger could never be saved), or from $EDITOR."""
     if not sys.stdin.isatty():
-        return sys.stdin.read()
+        data = sys.stdin.buffer.read(DEFAULT_MAX_BYTES + 1)
+        if len(data) > DEFAULT_MAX_BYTES:
+            raise InputError(f"not saved: the body on stdin is over the {DEFAULT_MAX_BYTES}-byte limit of a memory file")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError("not saved: the body is not valid UTF-8") from None
     edited = click.edit(_EDITOR_HINT, extension=".md")
     if edited is None:
         raise InputError("not saved: the editor was closed without saving")

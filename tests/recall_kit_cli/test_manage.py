@@ -236,3 +236,23 @@ def test_add_on_a_terminal_takes_the_body_from_the_editor(store: Path, tmp_path:
     unchanged = run_in_pty(*args, "--force", cwd=store, env=clean_environ(EDITOR="true"))
     assert unchanged.returncode == 2 and "not saved: the editor was closed without saving" in unchanged.output
     assert parse_memory((store / "feedback" / "edited.md").read_bytes()).body == "Body from the editor.\n"
+
+
+def test_add_reads_no_more_of_stdin_than_a_memory_may_hold(store: Path) -> None:
+    # An endless stdin (a typo'd redirect, /dev/zero) took gigabytes before: it is refused in one line once
+    # the body passes what a memory file may hold, and nothing is written.
+    with open("/dev/zero", "rb") as endless:
+        result = subprocess.run([str(RECALL_KIT), "add", "--root", str(store), "--type", "user", "--name", "Zero",
+                                 "--description", "d"], stdin=endless, capture_output=True, text=True,
+                                env=clean_environ(), cwd=store, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == "recall-kit: not saved: the body on stdin is over the 262144-byte limit of a memory file\n"
+    assert sorted(p.name for p in (store / "user").iterdir()) == ["tea.md"]
+
+
+def test_a_body_on_stdin_that_is_not_utf8_is_refused_in_one_line(store: Path) -> None:
+    result = subprocess.run([str(RECALL_KIT), "add", "--root", str(store), "--type", "user", "--name", "Cafe",
+                             "--description", "d"], input=b"caf\xe9\n", capture_output=True, env=clean_environ(),
+                            cwd=store, timeout=60)
+    assert result.returncode == 2 and result.stderr == b"recall-kit: not saved: the body is not valid UTF-8\n"
+    assert not (store / "user" / "cafe.md").exists()
