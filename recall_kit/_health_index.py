@@ -59,13 +59,14 @@ class IndexRepair:
     added: tuple[str, ...]  # refs of the memories given an entry
 
     def diff(self) -> list[str]:
-        """The change as a unified diff (lines without their ends), each line's secrets blanked as
-        doctor shows a line (a removed entry may hold one: its secret finding does not show it)."""
+        """The change as a unified diff (lines without their ends), each line's sure secrets blanked as
+        doctor shows a line (a removed entry may hold one: its secret finding does not show it); an
+        ordinary link (``deploy-notes-v2.md``) is shown as it is written."""
         lines = difflib.unified_diff(
             self.old.decode("utf-8").splitlines(), self.new.decode("utf-8").splitlines(),
             fromfile=self.path, tofile=f"{self.path} (mended)", lineterm="",
         )
-        return [line if line.startswith(("---", "+++", "@@")) else line[:1] + scrub_secrets(line[1:]) for line in lines]
+        return [line if line.startswith(("---", "+++", "@@")) else line[:1] + scrub_secrets(line[1:], sure_only=True) for line in lines]
 
 
 def plan_repairs(report: HealthReport) -> list[IndexRepair]:

@@ -66,14 +66,14 @@ def _first_difference(a: str, b: str) -> int:
 
 
 def shown_line(line: str) -> str:
-    """A memory's line as doctor may show it: what the scrubber blanks is blanked, and it is cut."""
-    cleaned = " ".join(scrub_secrets(line).split())
+    """A memory's line as doctor may show it: what the scrubber is sure is a secret is blanked, and it is cut."""
+    cleaned = " ".join(scrub_secrets(line, sure_only=True).split())
     return cleaned if len(cleaned) <= 160 else cleaned[:159] + "…"
 
 
 def references(text: str) -> list[Reference]:
     """Every path, command and symbol the memory text names, in order, each (kind, name) once; never
-    one the scrubber blanks in its line (``ghp_…/key.txt``, ``make push-AKIA…``): doctor would print it."""
+    one the scrubber is sure blanks a secret in its line (``ghp_…/key.txt``, ``make push-AKIA…``): doctor would print it."""
     found: dict[tuple[str, str, str], Reference] = {}
     in_fence = False
     for number, line in enumerate(text.split("\n"), 1):
@@ -91,7 +91,7 @@ def references(text: str) -> list[Reference]:
                 named.append(Reference("path", path, number))
         if not named:
             continue
-        shown = scrub_secrets(line)
+        shown = scrub_secrets(line, sure_only=True)  # the full scrub blanks ordinary paths: build/out2/a.txt
         for ref in named:
             if ref.name in shown:
                 found.setdefault((ref.kind, ref.runner, ref.name), ref)

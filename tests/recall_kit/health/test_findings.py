@@ -92,6 +92,20 @@ def test_a_reference_or_a_suggested_word_holding_a_secret_is_never_printed(tmp_p
     assert of_kind(report, "secret") and {os.path.basename(f.files[0]) for f in of_kind(report, "secret")} >= {"keys.md", "alarm.md"}
 
 
+def test_a_gone_path_of_letters_and_digits_is_judged_and_its_line_shown_whole(tmp_path: Path) -> None:
+    # learning's scrub blanks such paths as random-looking tokens; doctor asks only for sure secrets,
+    # so a moved `build/out2/...` is named, and its line is shown as written
+    sick = sick_folder(tmp_path)
+    (sick.project / "build" / "out3").mkdir(parents=True)
+    (sick.project / "build" / "out3" / "report-v2.txt").write_text("here\n")
+    write_memory(sick.folder, "reports.md", "Where reports go", "The nightly report lands in the build folder",
+                 "Read build/out2/report-v2.txt after the nightly run; build/out3/report-v2.txt is the copy.\n")
+    report = check(sick)
+    stale = [f for f in of_kind(report, "stale_reference") if f.files[0].endswith("reports.md")]
+    assert [f.detail["reference"] for f in stale] == ["build/out2/report-v2.txt"]
+    assert "build/out2/report-v2.txt after the nightly run" in json.dumps(report.to_json())
+
+
 def test_a_clean_folder_gets_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "memory"
     write_memory(folder, "deploy.md", "Deploying to Fly.io", "The app deploys to Fly.io from main via GitHub Actions", "No manual deploys.\n")

@@ -181,3 +181,15 @@ def test_a_secret_in_the_index_is_reported_and_the_mending_diff_does_not_show_it
     assert repairs[0].removed_lines == (3,) and "- [Dead](dead.md) — token" in diff
     assert token[:12] not in diff and key[:12] not in diff
     assert token.encode() not in repairs[0].new and key.encode() in repairs[0].new  # what is written is the file's own
+
+
+def test_the_mending_diff_shows_an_ordinary_link_as_it_is_written(tmp_path: Path) -> None:
+    # the diff the user approves is what --fix writes: only a sure secret is blanked, never a link like this
+    folder = tmp_path / "memory"
+    write_memory(folder, "good.md", "Good", "A memory that is listed", "x\n")
+    write_memory(folder, "deploy-notes-v2.md", "Deploy notes v2", "build/out2 holds the v2 bundle", "x\n")
+    (folder / "MEMORY.md").write_text("# Index\n- [Good](good.md) — listed\n")
+    repairs = plan_repairs(check_health(plan(folder), use_cache=False))
+    added = [line for line in repairs[0].diff() if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["+- [Deploy notes v2](deploy-notes-v2.md) — build/out2 holds the v2 bundle"]
+    assert added[0][1:].encode() in repairs[0].new
