@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from memory_store._json import JsonNestingError as JsonNestingError
     from memory_store._json import parse_json as parse_json
     from memory_store._json import parse_json_prefix as parse_json_prefix
+    from memory_store._json import recorded_time as recorded_time
     from memory_store._public import fixup_module_metadata as fixup_module_metadata
 
 # Each public name and the module that defines it (the imports above say the same for type checkers).
@@ -147,6 +148,7 @@ _EXPORTS: dict[str, str] = {
     "JsonNestingError": "memory_store._json",
     "parse_json": "memory_store._json",
     "parse_json_prefix": "memory_store._json",
+    "recorded_time": "memory_store._json",
     "decode_doc": "memory_store._codec",
     "encode_doc": "memory_store._codec",
     "atomic_write": "memory_store._write",

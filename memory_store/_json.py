@@ -52,3 +52,14 @@ def parse_json_prefix(text: str, start: int = 0) -> tuple[Any, int]:
         return _DECODER.raw_decode(text, start)
     except RecursionError:
         raise JsonNestingError() from None
+
+
+LAST_TIME = 253_402_300_799.0  # 9999-12-31 UTC: a later "time" is no time a clock can show
+
+
+def recorded_time(value: object) -> float | None:
+    """``value`` as a time one of our files recorded (seconds since the epoch, 0 to LAST_TIME), or None:
+    a planted 1e20, NaN, "soon" or a JSON bool is no time of ours, and would break every reader's clock."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= LAST_TIME:
+        return None  # NaN fails the range test too
+    return float(value)

@@ -9,13 +9,12 @@ a memory is forgotten. Keyed by
 path, not by content hash: what was learned for a memory survives its edits. Every line is
 untrusted: validated and cleaned on the way in and on the way out, and bounded (MAX_LEARNED_KEYS
 keys, MAX_SUPPRESSORS suppressors, MAX_LEARNED_TERMS terms a suppressor, MAX_LEARNED_TERM_CHARS
-characters a term, counts capped at MAX_COUNT, a "last seen" within 0..MAX_SEEN or the item dropped).
+characters a term, counts capped at MAX_COUNT, a "last seen" that is a ``recorded_time`` or the item dropped).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 import unicodedata
 from collections.abc import Hashable, Iterable
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_store._fd import SidecarProblem
-from memory_store._json import line_problem, parse_json
+from memory_store._json import line_problem, parse_json, recorded_time
 from memory_store._terms import DROP_CATEGORIES, INSPECT_FACTOR, valid_path
 from memory_store._types import Learned
 
@@ -35,7 +34,6 @@ MAX_LEARNED_TERM_CHARS = 40
 MAX_LEARNED_BYTES = 32 * 1024 * 1024  # a full entry is under 16 KiB; a typical one under 1 KiB
 MAX_LEARNED_LINE_BYTES = 128 * 1024  # a full entry of non-ASCII terms, each escaped, is under 80 KiB
 MAX_COUNT = 1_000_000_000  # a count beyond this is capped: it orders terms, it is no tally to keep exact
-MAX_SEEN = 253_402_300_799.0  # 9999-12-31 UTC: a "last seen" outside [0, this] is no time, and its item is dropped
 MAX_REPORTED_PROBLEMS = 20  # a file of 100,000 bad lines is one short report, not 100,000 errors
 RELEASE_OVERLAP = 0.5  # Jaccard overlap at which a release drops a suppressor
 # A suppressor holds its memory back only once it was taught this often: one model answer (a model that
@@ -123,11 +121,7 @@ def _count(value: object) -> int | None:
 
 
 def _seen(value: object) -> float | None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return None
-    if not 0 <= value <= MAX_SEEN:  # a planted 1e20 would overflow every reader's clock
-        return None
-    return float(value)
+    return recorded_time(value)  # a planted 1e20 would overflow every reader's clock
 
 
 def _by_use(item: LearnedTerm | Suppressor) -> tuple[int, float]:

@@ -14,6 +14,7 @@ original bytes back.
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import re
@@ -132,9 +133,23 @@ def warn(message: str) -> None:
 
 
 def json_text(payload: Any) -> str:
-    """Exact JSON, with every lone surrogate (an undecodable byte) as its ``\\udcXX`` escape."""
-    text = json.dumps(payload, ensure_ascii=False)
+    """Exact JSON, with every lone surrogate (an undecodable byte) as its ``\\udcXX`` escape and a number
+    that is not finite as null (``json`` would write NaN, which no strict reader takes)."""
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(payload), ensure_ascii=False, allow_nan=False)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def echo_json(payload: Any) -> None:

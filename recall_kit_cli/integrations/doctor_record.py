@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_store import RecallKitError, open_private, parse_json, private_folder, private_lock, read_private
+from memory_store import (
+    RecallKitError, open_private, parse_json, private_folder, private_lock, read_private, recorded_time,
+)
 from recall_kit.health import KIND_TITLES, HealthReport
 from recall_kit_cli.integrations._runtime import runtime_paths
 
@@ -43,7 +45,35 @@ def read_record(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     except ValueError:
         return {}
     folders = value.get("folders") if isinstance(value, dict) else None
-    return {str(k): v for k, v in folders.items() if isinstance(v, dict)} if isinstance(folders, dict) else {}
+    if not isinstance(folders, dict):
+        return {}
+    entries = ((str(folder), _entry(raw)) for folder, raw in folders.items())
+    return {folder: entry for folder, entry in entries if entry is not None}
+
+
+def _entry(raw: object) -> dict[str, Any] | None:
+    """A folder's entry as ``record`` writes it, or None for one it never wrote (a time of 1e20 or
+    "soon", counts that are not counts): left out, as the trail leaves out such a line."""
+    if not isinstance(raw, dict):
+        return None
+    checked = recorded_time(raw.get("checked"))
+    counts, found_counts = _counts(raw.get("counts")), _counts(raw.get("found_counts", {}))
+    found = raw.get("found")
+    if checked is None or counts is None or found_counts is None or (found is not None and recorded_time(found) is None):
+        return None
+    return {"checked": checked, "counts": counts, "found": recorded_time(found), "found_counts": found_counts,
+            "fingerprint": raw.get("fingerprint")}
+
+
+def _counts(raw: object) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    counts = {}
+    for kind, n in raw.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return None
+        counts[str(kind)] = n
+    return counts
 
 
 def record(report: HealthReport, environ: Mapping[str, str], *, now: float | None = None) -> None:
@@ -65,7 +95,7 @@ def record(report: HealthReport, environ: Mapping[str, str], *, now: float | Non
                 "fingerprint": fingerprint(root.path),
                 "found_counts": counts if counts else before.get("found_counts", {}),
             }
-        kept = sorted(folders.items(), key=lambda item: -float(item[1].get("checked") or 0))[:MAX_RECORDED_FOLDERS]
+        kept = sorted(folders.items(), key=lambda item: -item[1]["checked"])[:MAX_RECORDED_FOLDERS]
         _write(path, json.dumps({"version": 1, "folders": dict(kept)}, indent=1, sort_keys=True) + "\n")
 
 
@@ -110,9 +140,9 @@ def summary(folders: Sequence[str], environ: Mapping[str, str]) -> str:
     counts: dict[str, int] = {}
     for entry in entries:
         assert entry is not None
-        for kind, n in (entry.get("counts") or {}).items():
-            counts[str(kind)] = counts.get(str(kind), 0) + int(n)
-    when = _when(min(float(e.get("checked") or 0) for e in entries if e is not None))
+        for kind, n in entry["counts"].items():
+            counts[kind] = counts.get(kind, 0) + n
+    when = _when(min(e["checked"] for e in entries if e is not None))
     changed = any(e is not None and e.get("fingerprint") != fingerprint(os.path.abspath(f)) for e, f in zip(entries, folders))
     after = "; the folders changed since: recall-kit doctor" if changed else ""
     if not counts:
@@ -144,8 +174,8 @@ def last_found(folders: list[str], environ: Mapping[str, str]) -> dict[str, Any]
     mine = [recorded[f] for f in (os.path.abspath(p) for p in folders) if f in recorded]
     if not mine:
         return None
-    checked = max(float(entry.get("checked") or 0) for entry in mine)
-    found_times = [float(entry["found"]) for entry in mine if entry.get("found")]
+    checked = max(entry["checked"] for entry in mine)
+    found_times = [entry["found"] for entry in mine if entry["found"] is not None]
     found = max(found_times) if found_times else None
     return {"checked": checked, "counts": _summed(mine, "counts"), "found": found,
             "found_counts": _summed([e for e in mine if e.get("found") == found], "found_counts") if found else {}}
@@ -154,9 +184,8 @@ def last_found(folders: list[str], environ: Mapping[str, str]) -> dict[str, Any]
 def _summed(entries: list[dict[str, Any]], key: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for entry in entries:
-        for kind, n in (entry.get(key) or {}).items():
-            if isinstance(n, int):
-                counts[str(kind)] = counts.get(str(kind), 0) + n
+        for kind, n in entry[key].items():
+            counts[kind] = counts.get(kind, 0) + n
     return counts
 
 
@@ -190,4 +219,4 @@ def doctor_line(stats: Mapping[str, Any]) -> str:
 
 
 def _when(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(seconds)))
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))

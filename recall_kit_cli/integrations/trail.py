@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_store import parse_json, read_private
+from memory_store import parse_json, read_private, recorded_time
 from recall_kit import scrub_secrets
 from recall_kit.limits import PROMPT_HEAD_CHARS, TRAIL_MAX_BYTES, TRAIL_PROMPT_CHARS
 from recall_kit_cli._output import json_text
@@ -214,7 +214,6 @@ def describe_enrichment(record: dict[str, Any]) -> str:
     return f"{when}  {record.get('ref')}  {what}  ({record.get('ms')} ms)"
 
 
-_LAST_TIME = 253_402_300_799.0  # 9999-12-31 UTC: a later "time" is no time a clock can show
 
 
 def _number(value: object) -> float | None:
@@ -242,8 +241,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
             record = parse_json(line)
         except ValueError:
             continue  # a line cut by a crash or a rotation, or one we never wrote
-        when = _number(record.get("t")) if isinstance(record, dict) else None
-        if when is not None and 0 <= when <= _LAST_TIME:  # a planted 1e20 or "soon" is no line of ours
+        when = recorded_time(record.get("t")) if isinstance(record, dict) else None
+        if when is not None:  # a planted 1e20 or "soon" is no line of ours
             records.append({**record, "t": when})
     return records
 

@@ -123,6 +123,36 @@ def test_stats_says_when_doctor_last_found_something(sick: Sick) -> None:
     assert line.startswith("doctor: last found something ") and "1 near-duplicates" in line
 
 
+@pytest.mark.parametrize("planted", [
+    {"checked": "soon", "counts": {"secret": 1}},
+    {"checked": 1e20, "counts": {"secret": 1}, "found": 1e20, "found_counts": {"secret": 3}},
+    {"checked": 1000, "counts": [1]},
+    {"checked": 1000, "counts": {"secret": 1}, "found": float("nan"), "found_counts": {"secret": 3}},
+    {"checked": 1000, "counts": {"secret": True}},
+], ids=["a-word", "past-any-clock", "counts-a-list", "nan", "a-bool-count"])
+def test_an_entry_of_doctors_record_it_never_wrote_is_left_out_by_stats_and_doctor(sick: Sick, planted: dict) -> None:
+    # doctor.json is private, but a hand edit or another tool can leave anything there: a traceback in
+    # stats, NaN in its --json, and every later doctor run broken, before
+    env = home_environ(sick.home)
+    record = sick.home / ".local" / "state" / "recall-kit" / "doctor.json"
+    doctor(sick)
+    mine = json.loads(record.read_text())["folders"]
+    record.write_text(json.dumps({"version": 1, "folders": {str(sick.folder): planted, "/elsewhere": planted}}))
+    for args in (("--json",), ()):
+        stats = run_recall_kit("stats", "--root", str(sick.folder), *args, cwd=sick.project, env=env)
+        assert stats.returncode == 0 and stats.stderr == "", stats.stderr
+        assert stats.stdout.splitlines()[-1] == "doctor: never run on these folders (recall-kit doctor)" or args
+    assert json.loads(run_recall_kit("stats", "--root", str(sick.folder), "--json", cwd=sick.project,
+                                     env=env).stdout, parse_constant=_no_constant)["doctor"] == {"checked": None}
+    again = doctor(sick)
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
+    assert set(json.loads(record.read_text())["folders"]) == set(mine)  # the planted entries are gone
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
+
+
 def test_hook_status_gives_doctors_last_counts_in_one_line(sick: Sick) -> None:
     def status() -> str:
         result = run_recall_kit("hook", "status", cwd=sick.project, env=home_environ(sick.home))

@@ -41,3 +41,9 @@ def test_json_text_is_valid_utf8_and_round_trips_undecodable_bytes() -> None:
     text.encode("utf-8")  # no lone surrogate left
     assert '"caf\\udce9.md"' in text and "中文" in text and "\\u001b" in text
     assert json.loads(text) == {"path": "caf\udce9.md", "name": "中文\x1b"}
+
+
+def test_json_text_writes_a_number_that_is_not_finite_as_null_never_nan() -> None:
+    text = json_text({"found": float("nan"), "spread": [1.5, float("inf"), -float("inf")], "n": 3})
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON")) == {
+        "found": None, "spread": [1.5, None, None], "n": 3}
