@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal, Mapping
 
 import platformdirs
 
-from memory_store import MemoryStoreError, UnsafePathError, atomic_write, open_private, private_folder
+from memory_store import MemoryStoreError, UnsafePathError, atomic_write, open_private, private_folder, private_lock
 from recall_kit._errors import ConfigError
 from recall_kit.limits import CONFIG_MAX_BYTES
 
@@ -119,7 +119,7 @@ def read_user_file(path: Path) -> ConfigFile | None:
 
 
 def trusted_files(user: ConfigFile | None) -> dict[str, str]:
-    """The project files the user trusted: real path -> SHA-256. ConfigError for a malformed record."""
+    """The project files the user trusted: ``trust_key`` -> SHA-256. ConfigError for a malformed record."""
     if user is None:
         return {}
     records = user.data.get("trusted", [])
@@ -130,9 +130,17 @@ def trusted_files(user: ConfigFile | None) -> dict[str, str]:
     return {r["path"]: r["sha256"] for r in records}
 
 
+def trust_key(path: str | os.PathLike[str]) -> str:
+    """Where a project file is, as its trust is recorded: its folders resolved, never the file itself.
+    A symlink a clone ships to a file the user trusted elsewhere is not that file: its settings (relative
+    roots, learning) would apply to the clone's folder, which the user never trusted."""
+    path = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
 def trust_state(project: ConfigFile, trusted: Mapping[str, str]) -> TrustState:
     """Whether the user trusted this project file as it is now, never did, or did before it changed."""
-    recorded = trusted.get(os.path.realpath(project.path))
+    recorded = trusted.get(trust_key(project.path))
     if recorded is None:
         return "untrusted"
     return "trusted" if recorded == project.sha256 else "changed"
@@ -189,7 +197,7 @@ def trust_config_file(
     """Record the project file ``path`` (default ``./recall-kit.toml``), as it is now, as trusted in
     the user's config file: its endpoint may then receive the user's API key. Returns the file trusted."""
     project = read_project_file(project_file_path(path))
-    _edit_trusted(environ, lambda trusted: {**trusted, os.path.realpath(project.path): project.sha256})
+    _edit_trusted(environ, lambda trusted: {**trusted, trust_key(project.path): project.sha256})
     return project
 
 
@@ -199,31 +207,38 @@ def untrust_config_file(
     """Remove the project file ``path`` (default ``./recall-kit.toml``) from the trusted files: the
     file meant, and whether it was trusted. The file itself need not exist any more."""
     project = project_file_path(path)
-    real = os.path.realpath(project)
-    if real not in trusted_files(read_user_file(user_config_path(environ))):
+    key = trust_key(project)
+    if key not in trusted_files(read_user_file(user_config_path(environ))):
         return project, False
-    _edit_trusted(environ, lambda trusted: {p: h for p, h in trusted.items() if p != real})
+    _edit_trusted(environ, lambda trusted: {p: h for p, h in trusted.items() if p != key})
     return project, True
 
 
 def _edit_trusted(environ: Mapping[str, str] | None, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
-    """Rewrite the trusted block of the user's file (at its end), keeping every other byte."""
+    """Rewrite the trusted block of the user's file (at its end), keeping every other byte; read, changed
+    and replaced under a lock beside it, so that two at once never lose each other's change (an untrust
+    undone by a trust of another file would leave the project file trusted)."""
     path = user_config_path(environ)
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.parent.exists():
+            private_folder(real.parent)
+        with private_lock(real.with_name(real.name + ".lock")):
+            _edit_locked(path, real, change)
+    except (MemoryStoreError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot record trust ({reason})") from None
+
+
+def _edit_locked(path: Path, real: Path, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
     user = read_user_file(path)
     wanted = change(trusted_files(user))
     text = _with_trusted_block(path, user.text if user else "", wanted)
     if trusted_files(_parse(path, text.encode("utf-8"))) != wanted:  # e.g. [[trusted]] written by hand elsewhere
         raise ConfigError(f"{path}: has [[trusted]] entries outside the block recall-kit writes; edit them by hand")
-    real = Path(os.path.realpath(path))
-    try:
-        if user is None:
-            if not real.parent.exists():
-                private_folder(real.parent)
-            os.close(open_private(real, os.O_WRONLY, create=True))  # 0600 before anything is in it
-        atomic_write(real, text)
-    except (MemoryStoreError, OSError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot record trust ({reason})") from None
+    if user is None:
+        os.close(open_private(real, os.O_WRONLY, create=True))  # 0600 before anything is in it
+    atomic_write(real, text)
 
 
 def _with_trusted_block(path: Path, text: str, trusted: Mapping[str, str]) -> str:

@@ -86,3 +86,26 @@ def test_config_trust_refuses_a_fifo_or_a_device_in_one_line(tmp_path: Path, use
     )
     assert_one_line_error(result, str(target), "not a regular file")
     assert not user_file.exists()
+
+
+def test_trusts_and_untrusts_run_at_once_never_lose_each_others_change(tmp_path: Path, user_file: Path) -> None:
+    # each reads the user's file, changes its block and replaces the file: without a lock the last writer
+    # won, so a trust reported as recorded was lost and an untrust could be undone by another's trust
+    projects = []
+    for n in range(12):
+        path = tmp_path / f"p{n}" / "recall-kit.toml"
+        path.parent.mkdir()
+        path.write_text(f'roots = ["."]\n# {n}\n')
+        projects.append(path)
+    env = clean_environ(RECALL_KIT_CONFIG=str(user_file))
+    untrusted = projects[:4]
+    for path in untrusted:
+        trust_config_file(path, environ=env)
+    runs = [subprocess.Popen([str(RECALL_KIT), "config", "untrust" if path in untrusted else "trust", str(path.parent)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for path in projects]
+    assert [(run.wait(timeout=120), run.stderr.read() if run.stderr else b"") for run in runs] == [(0, b"")] * 12
+    for run in runs:
+        if run.stderr:
+            run.stderr.close()
+    text = user_file.read_text()
+    assert [str(path.resolve()) in text for path in projects] == [path not in untrusted for path in projects]

@@ -104,6 +104,27 @@ def test_query_sends_no_key_to_an_untrusted_project_endpoint_and_does_once_it_is
     assert "withheld" in shown["api_key"]
 
 
+def test_a_clones_symlink_to_a_trusted_file_is_not_trusted_in_the_clone(
+    repo: ClonedRepo, attacker: ScriptedChatServer, tmp_path: Path
+) -> None:
+    # git keeps symlinks: a clone that ships recall-kit.toml as a link to the user's trusted team file
+    # took on its trust, with its relative roots and learning applied to the clone's own folder
+    assert repo.run("config", "trust").returncode == 0
+    clone = tmp_path / "another-clone"
+    clone.mkdir()
+    (clone / "recall-kit.toml").symlink_to(repo.project_file)
+    shown = json.loads(repo.run("config", "--json", cwd=clone).stdout)
+    assert shown["config_file"]["source"] == "project file, untrusted"
+    repo.query()  # in the trusted folder itself the endpoint is used
+    sent = len(attacker.requests)
+    assert sent >= 1
+    result = repo.run("query", DEPLOY_PROMPT, "--root", str(repo.memories), cwd=clone)
+    assert result.returncode == 0 and "refinement off: " in result.stdout
+    assert len(attacker.requests) == sent
+    assert repo.run("config", "trust", cwd=clone).returncode == 0  # trusted where it is, it counts there
+    assert json.loads(repo.run("config", "--json", cwd=clone).stdout)["config_file"]["source"] == "project file, trusted"
+
+
 def test_an_untrusted_project_endpoint_gets_no_prompt_even_without_a_key_or_with_its_own(
     repo: ClonedRepo, attacker: ScriptedChatServer
 ) -> None:
