@@ -187,7 +187,8 @@ def read_bounded_fd(fd: int, limit: int) -> bytes | SidecarProblem:
 
 def open_current(folder_fd: int, name: str, *, follow: bool, where: str) -> int | None:
     """``name`` in an open folder opened for reading (never blocking on a FIFO), or None when it is
-    missing or unreadable; without ``follow`` a symlink there is refused (MemoryPathError)."""
+    missing; without ``follow`` a symlink there is refused (MemoryPathError). One that cannot be opened
+    (EACCES, EIO) is MemoryStoreError: a writer that took it for missing would replace every entry it holds."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         return os.open(name, flags, dir_fd=folder_fd)
@@ -196,4 +197,9 @@ def open_current(folder_fd: int, name: str, *, follow: bool, where: str) -> int 
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
-        return None  # unreadable: its entries are lost to every reader already
+        raise unreadable_current(where, exc.strerror) from None
+
+
+def unreadable_current(where: str, reason: str | None) -> MemoryStoreError:
+    """The error of a writer that cannot read the file it would replace: its entries would be lost."""
+    return MemoryStoreError(f"{where} is not updated: unreadable ({reason}); its entries would be lost (nothing written)")

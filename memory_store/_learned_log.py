@@ -20,6 +20,7 @@ from memory_store._fd import (
     kind_at,
     open_current,
     open_own_file,
+    unreadable_current,
     opened_folder,
     opened_root,
     own_file_refusal,
@@ -265,8 +266,8 @@ class LearnedFile:
                         if not stat.S_ISREG(os.fstat(fd).st_mode):
                             raise MemoryPathError(f"refused {where}: it is not a regular file")
                         parse = self._taken(fd)
-                    except OSError:
-                        pass  # unreadable: its entries are lost to every reader already
+                    except OSError as exc:
+                        raise unreadable_current(where, exc.strerror) from None
                     finally:
                         os.close(fd)
                 elif not create and kind_at(folder_fd, name) == "missing":

@@ -64,9 +64,12 @@ class Root:
         before it forgets, so a memory that is there but not listed now (a YAML typo, a NUL byte mid-write,
         too big) keeps its enrichment and what it learned."""
         try:
-            return not os.path.lexists(self.abspath(rel))
+            os.lstat(self.abspath(rel))
+        except (FileNotFoundError, NotADirectoryError):
+            return True
         except (OSError, ValueError):
-            return False
+            return False  # a folder that cannot be searched now (EACCES, EIO): the file may well be there
+        return False
 
 
 @dataclass(frozen=True, slots=True)
