@@ -17,7 +17,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from memory_store._errors import MemoryPathError, MemoryStoreError
 from memory_store._json import line_problem, parse_json
@@ -84,15 +84,24 @@ Versions = dict[str, tuple[EnrichmentEntry, ...]]  # relative path -> its entrie
 
 def parse_enrichment(data: bytes) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
     """Parse a sidecar's bytes: (relative path -> entry, problems). A bad line never hides the good ones;
-    of several lines for one path, the last is the entry."""
-    versions, problems = parse_versions(data)
-    return latest(versions), problems
+    of several lines for one path, the last is the entry, and a problem names it when an earlier one
+    was for other bytes (the store reads each, and keeps the one for the memory's bytes: a copy written
+    back from this alone may lose that one; ``update_enrichment`` merges without loss)."""
+    repeated: dict[str, int] = {}
+    versions, problems = _parse_versions(data, repeated)
+    for path, number in repeated.items():
+        problems.append((number, f"an earlier line for {path!r} is for other bytes; only this last one is returned"))
+    return latest(versions), sorted(problems)
 
 
 def parse_versions(data: bytes) -> tuple[Versions, list[SidecarProblem]]:
     """Parse a sidecar's bytes, keeping every file hash a path has a line for (a later line for the same
     hash replaces it): two lines for one memory, say from a merge, leave the fresh one to be found
     whichever comes last."""
+    return _parse_versions(data, None)
+
+
+def _parse_versions(data: bytes, repeated: dict[str, int] | None) -> tuple[Versions, list[SidecarProblem]]:
     last: dict[str, EnrichmentEntry] = {}
     older: dict[str, dict[str, EnrichmentEntry]] = {}  # by hash, for the few paths with lines for other bytes
     problems: list[SidecarProblem] = []
@@ -113,6 +122,8 @@ def parse_versions(data: bytes) -> tuple[Versions, list[SidecarProblem]]:
             hashes.pop(before.sha256, None)  # re-inserted last: the order is that of each hash's last line
             hashes[before.sha256] = before
             hashes.pop(entry.sha256, None)
+            if repeated is not None:
+                repeated[entry.path] = number
         last[entry.path] = entry
     versions: Versions = {path: (entry,) for path, entry in last.items()}
     for path, hashes in older.items():
@@ -153,34 +164,42 @@ def _entry(obj: Any) -> EnrichmentEntry:
 
 def read_sidecar_fd(fd: int) -> tuple[Versions, list[SidecarProblem]]:
     """Read a sidecar from an open file descriptor, then close it; a read error is a whole-file problem."""
+    return _read_fd(fd, parse_versions)
+
+
+_Parsed = TypeVar("_Parsed", Versions, dict[str, EnrichmentEntry])
+
+
+def _read_fd(fd: int, parse: Callable[[bytes], tuple[_Parsed, list[SidecarProblem]]]) -> tuple[_Parsed, list[SidecarProblem]]:
     try:
-        return _read_sidecar_fd(fd)
+        data = read_bounded_fd(fd, MAX_SIDECAR_BYTES)
     except OSError as exc:
         return {}, [(0, f"unreadable: {exc.strerror}")]
     finally:
         os.close(fd)
-
-
-def _read_sidecar_fd(fd: int) -> tuple[Versions, list[SidecarProblem]]:
-    data = read_bounded_fd(fd, MAX_SIDECAR_BYTES)
-    return ({}, [data]) if isinstance(data, tuple) else parse_versions(data)
-
+    return ({}, [data]) if isinstance(data, tuple) else parse(data)
 
 
 def read_enrichment(path: str | os.PathLike[str]) -> tuple[dict[str, EnrichmentEntry], list[SidecarProblem]]:
-    """Read the sidecar at ``path``: (relative path -> entry, [(line, reason)]). A missing file is empty."""
-    versions, problems = _read_versions(path)
-    return latest(versions), problems
+    """Read the sidecar at ``path``: (relative path -> entry, [(line, reason)]), as ``parse_enrichment``
+    parses. A missing file is empty."""
+    fd = _open_sidecar(path)
+    return _read_fd(fd, parse_enrichment) if isinstance(fd, int) else ({}, fd)
 
 
 def _read_versions(path: str | os.PathLike[str]) -> tuple[Versions, list[SidecarProblem]]:
+    fd = _open_sidecar(path)
+    return read_sidecar_fd(fd) if isinstance(fd, int) else ({}, fd)
+
+
+def _open_sidecar(path: str | os.PathLike[str]) -> int | list[SidecarProblem]:
+    """An open descriptor of the sidecar at ``path``, or its problems: none when it is missing."""
     try:
-        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return {}, []
+        return []
     except OSError as exc:
-        return {}, [(0, f"unreadable: {exc.strerror}")]
-    return read_sidecar_fd(fd)
+        return [(0, f"unreadable: {exc.strerror}")]
 
 
 def sidecar_text(entries: Iterable[EnrichmentEntry], *, versions: bool = False) -> str:

@@ -328,7 +328,9 @@ def test_a_stale_line_after_a_fresh_one_for_the_same_memory_never_hides_it(root:
     side = sidecar_path(root)
     side.parent.mkdir()
     side.write_text(f"{fresh}\n{stale}\n")
-    assert read_enrichment(side)[0]["a.md"].keywords == ("stale",)  # the file's own reading: the last line
+    entries, problems = read_enrichment(side)  # one entry a path: the last line, and a problem says so
+    assert entries["a.md"].keywords == ("stale",)
+    assert problems == [(2, "an earlier line for 'a.md' is for other bytes; only this last one is returned")]
     assert scan(root).docs["mem/a.md"].enrichment == Enrichment(("fresh",))
     with MemoryStore.open(root, watch=False) as store:
         store.record_enrichment("mem", [entry(root, "b.md", ("b",))])
