@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from memory_store._errors import MemoryStoreError
 
 _NEW_FILE_MODE = 0o666  # before umask, like open(path, "w")
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMP_NAME = re.compile(r"\.[0-9a-f]{12}\.tmp")  # what write_in_folder names its temp file
+STALE_TEMP_S = 60.0  # a temp file of ours this old belongs to a writer killed mid-write (kill -9, a crash)
 
 
 SIDECAR_GITIGNORE = ".gitignore"  # in a root's .recall-kit folder: what is learned there is never committed
@@ -68,6 +72,22 @@ def write_in_folder(folder_fd: int, name: str, data: bytes, *, replace: bool, mo
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=folder_fd)  # gone after a rename; the spare name after a link
     _fsync(folder_fd)
+    _sweep_stale_temps(folder_fd)
+
+
+def _sweep_stale_temps(folder_fd: int) -> None:
+    """Remove the temp files a killed writer left in the folder (regular files of ours, named as
+    ``write_in_folder`` names them, older than STALE_TEMP_S): each is a whole copy of what it was writing,
+    learned words or a memory's text, which a later `learned clear` or `rm` would otherwise leave on disk."""
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(folder_fd) as listing:
+        for entry in listing:
+            if not _TEMP_NAME.fullmatch(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and now - info.st_mtime > STALE_TEMP_S:
+                    os.unlink(entry.name, dir_fd=folder_fd)
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
@@ -109,10 +129,18 @@ def file_lock(lock_path: str | os.PathLike[str], *, dir_fd: int | None = None) -
 
     Raises MemoryStoreError when the lock file cannot be opened.
     """
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO there never blocks
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        fd = os.open(lock_path, flags, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         raise MemoryStoreError(f"cannot lock {os.fspath(lock_path)}: {exc.strerror}") from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:  # a FIFO or a device would be "locked" alone, by each writer for itself
+        os.close(fd)
+        raise MemoryStoreError(f"cannot lock {os.fspath(lock_path)}: it is not a regular file")
     with held_lock(fd):
         yield
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -284,6 +286,7 @@ def test_store_without_enrichment_ignores_sidecar_changes(root: Path, open_store
 
 _WRITER = """
 import sys
+import time
 from memory_store import EnrichmentEntry, update_enrichment
 path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.stdin.read()  # start together
@@ -383,3 +386,29 @@ def test_a_sidecar_the_reader_would_refuse_is_never_written_nor_replaced_by_a_ne
     assert path.stat().st_size == 64 * 1024 * 1024 + 1
     root = MemoryRoot(tmp_path / "root", sidecar=path)
     assert root.sidecar_refusal() == f"{path}: file is 67108865 bytes, over the 67108864-byte limit"  # before any model call
+
+
+def test_a_temp_file_a_killed_writer_left_is_swept_by_the_next_write_and_a_fresh_one_is_kept(root: Path) -> None:
+    # kill -9 mid-write leaves a whole copy (learned words, a sidecar) that no later write or clear removed
+    write(root / "a.md", memory(name="A"))
+    folder = root / ".recall-kit"
+    folder.mkdir()
+    stale, fresh = folder / ".0123456789ab.tmp", folder / ".ba9876543210.tmp"
+    for path in (stale, fresh):
+        path.write_text("learned words of a killed writer")
+    os.utime(stale, (time.time() - 120, time.time() - 120))
+    with MemoryStore.open(root, watch=False) as store:
+        store.record_enrichment("mem", [entry(root, "a.md")])
+    assert not stale.exists() and fresh.exists()  # a writer may still be at work on a young one
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_and_nothing_written(root: Path, kind: str) -> None:
+    write(root / "a.md", memory(name="A"))
+    folder = root / ".recall-kit"
+    folder.mkdir()
+    lock = folder / "enrichment.jsonl.lock"
+    os.mkfifo(lock) if kind == "fifo" else lock.mkdir()
+    with MemoryStore.open(root, watch=False) as store, pytest.raises(MemoryStoreError, match="cannot lock"):
+        store.record_enrichment("mem", [entry(root, "a.md")])
+    assert not (folder / "enrichment.jsonl").exists()
