@@ -44,6 +44,8 @@ from recall_kit_bench._evaluation import (
 from recall_kit_bench._reports import METRIC_KEYS, DeliveryReport, Spread
 
 REPLAY_FOLDS = 5
+MAX_FOLDS = 1000  # more folds than a dataset has queries measure empty ones
+MAX_PASSES = 100  # each pass replays every training prompt again: 100 is hours on the largest set
 MODEL_TIMEOUT_S = 30.0  # the selector's default deadline: the scripted oracle answers at once
 _ORACLE_MODEL = "scripted-oracle"
 
@@ -65,10 +67,10 @@ class ReplaySettings:
 
     def measured(self) -> tuple[int, ...]:
         """The folds measured, in order; UsageError for a setting out of range."""
-        if self.folds < 2:
-            raise UsageError(f"folds needs at least 2, got {self.folds}")
-        if self.passes < 1:
-            raise UsageError(f"passes needs at least 1, got {self.passes}")
+        if not 2 <= self.folds <= MAX_FOLDS:
+            raise UsageError(f"folds must be 2 to {MAX_FOLDS}, got {self.folds}")
+        if not 1 <= self.passes <= MAX_PASSES:
+            raise UsageError(f"passes must be 1 to {MAX_PASSES}, got {self.passes}")
         if not 0.0 <= self.oracle_accuracy <= 1.0:
             raise UsageError(f"oracle accuracy is a share from 0 to 1, got {self.oracle_accuracy:g}")
         chosen = tuple(range(self.folds)) if self.measure_folds is None else tuple(sorted(set(self.measure_folds)))

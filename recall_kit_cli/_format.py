@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import IO, Any
 
 import click
@@ -33,13 +34,13 @@ class ModelUnavailable(RecallKitError, click.ClickException):
 
 
 def parse_number_list(text: str, option: str) -> list[float]:
-    """`40,250,600` -> [40.0, 250.0, 600.0]; InputError unless every item is a number >= 0."""
+    """`40,250,600` -> [40.0, 250.0, 600.0]; InputError unless every item is a finite number >= 0."""
     try:
         values = [float(item) for item in text.split(",") if item.strip()]
     except ValueError:
         raise InputError(f"{option} takes comma-separated numbers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise InputError(f"{option} needs at least one number, none negative; got {text!r}")
+    if not values or not all(0 <= value < math.inf for value in values):  # NaN fails both tests
+        raise InputError(f"{option} needs at least one number, none negative or infinite; got {text!r}")
     return values
 
 

@@ -92,6 +92,8 @@ def test_bench_with_a_latency_profile_runs_the_lifecycle_bench(run_cli: RunCli, 
 def test_bench_bad_input_exits_2_with_one_line(run_cli: RunCli, dataset: Path, tmp_path: Path) -> None:
     assert_one_line_error(run_cli("bench", "delivery", str(tmp_path / "absent")), "not a dataset")
     assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--model-latency-ms", "40,x"), "--model-latency-ms")
+    for value in ("nan", "40,inf"):
+        assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--model-latency-ms", value), "--model-latency-ms")
     assert_one_line_error(run_cli("bench", "delivery", str(dataset), "--limit", "0"), "--limit")
     assert_one_line_error(run_cli("bench", "latency", "--docs", "20,99999999999"),
                           "--docs sizes go up to 50,000, the most a root holds; got 99,999,999,999")
