@@ -25,7 +25,7 @@ from recall_kit._enricher import Enricher, EnrichmentResult, needs_enrichment
 from recall_kit._model_lane import ModelLane, Preempted, Slot
 from recall_kit._telemetry import EnrichEvent, Telemetry
 from recall_kit._vocabulary import VocabularyCache
-from recall_kit.limits import ENRICH_MAX_QUEUE
+from recall_kit.limits import ENRICH_CLOSE_WAIT_S, ENRICH_MAX_QUEUE
 
 _log = logging.getLogger("recall_kit.enrich")
 
@@ -107,8 +107,10 @@ class BackgroundEnrichment:
         """Whether the enrichment thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop at once (an in-flight model call is cancelled) and join the thread."""
+    def close(self, timeout: float = ENRICH_CLOSE_WAIT_S) -> None:
+        """Stop at once (an in-flight model call is cancelled) and join the thread, waiting at most
+        ``timeout`` seconds: a sidecar write waiting on its lock (another process holds it) is left to
+        finish on its own, with one log line; nothing else is written after close."""
         if self._closed:
             return
         self._closed = True
@@ -122,6 +124,9 @@ class BackgroundEnrichment:
                 pass  # the loop already finished
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                _log.warning("background enrichment: its thread is still writing after %g s (another process "
+                             "holds the sidecar's lock); left to finish on its own", timeout)
 
     def __enter__(self) -> "BackgroundEnrichment":
         return self.start()
@@ -282,6 +287,8 @@ class BackgroundEnrichment:
             return  # not a failure: the version is taken again once the prompt's call is done
         reason = result.reason
         entry = result.entry
+        if entry is not None and self._closed:
+            return  # closed during the call: nothing is written after close (the next run asks again)
         if entry is not None:
             try:
                 self.store.record_enrichment(doc.scope, [entry])  # the sidecar the store reads for that root

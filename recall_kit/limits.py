@@ -159,6 +159,7 @@ LEARN_SEEN_WORDS = 8_192  # words of earlier turns; the least recently seen forg
 LEARN_WAITING_KEYS = 4_096  # (word, memory) learned keys waiting for their word to come again
 LEARN_WAITING_SUPPRESSORS = 1_024  # suppressors waiting for all their words to come again
 LEARN_CLOSE_WAIT_S = 5.0  # Recaller.close waits this long for the learner's last update (another process may hold its lock)
+ENRICH_CLOSE_WAIT_S = 10.0  # and this long for background enrichment's thread (its sidecar write may wait on a lock)
 # memory_store.MAX_LEARNED_KEYS (48), MAX_SUPPRESSORS (16), MAX_LEARNED_TERMS (16) and
 # MAX_LEARNED_TERM_CHARS (40) bound what the learned sidecar keeps per memory
 MEMORY_MAX_BYTES = 256 * 1024  # memory_store.DEFAULT_MAX_BYTES
