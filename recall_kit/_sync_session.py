@@ -30,6 +30,8 @@ class SyncRecallSession:
     """
 
     def __init__(self, recaller: SessionFactory):
+        if not callable(getattr(recaller, "session", None)):
+            raise UsageError(f"SyncRecallSession needs a Recaller (anything with session()), got {type(recaller).__name__}")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="recall-kit-session", daemon=True
@@ -38,7 +40,11 @@ class SyncRecallSession:
         self._closed = False
         self._lock = threading.Lock()  # guards _closed and _waiting
         self._waiting: set[concurrent.futures.Future[object]] = set()  # calls in progress
-        self._session: RecallSession = self._call(recaller.session)
+        try:
+            self._session: RecallSession = self._call(recaller.session)
+        except BaseException:
+            self._stop_loop()  # no session, so nobody would ever close this thread
+            raise
 
     @property
     def surfaced_paths(self) -> frozenset[str]:
@@ -88,13 +94,18 @@ class SyncRecallSession:
         try:
             asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result()
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            with self._lock:
-                stranded, self._waiting = self._waiting, set()
-            for waiter in stranded:
-                _fail(waiter, SessionClosedError("SyncRecallSession was closed while this call waited"))
-            self._loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        """Stop and join the loop thread, then wake every call still waiting with SessionClosedError."""
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        with self._lock:
+            stranded, self._waiting = self._waiting, set()
+        for waiter in stranded:
+            _fail(waiter, SessionClosedError("SyncRecallSession was closed while this call waited"))
+        self._loop.close()
 
     def __enter__(self) -> SyncRecallSession:
         return self

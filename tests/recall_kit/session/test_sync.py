@@ -109,3 +109,16 @@ def test_closing_a_sync_session_and_its_recaller_leaves_no_connection_to_the_mod
     session.close()
     recaller.close()
     assert request.connection_closed.wait(5), "the selector's connection stayed open after close()"
+
+
+def test_a_sync_session_that_cannot_be_made_leaves_no_thread_running(store, log, chat_server):
+    # each failed SyncRecallSession(...) left its loop thread running until the process exited
+    recaller = make_recaller(store, log, chat_server(default=Reply.empty()))
+    recaller.close()
+    before = session_threads()
+    for _ in range(3):
+        with pytest.raises(RecallKitError, match="closed"):
+            SyncRecallSession(recaller)
+    with pytest.raises(RecallKitError, match="needs a Recaller"):
+        SyncRecallSession(None)  # type: ignore[arg-type]
+    assert session_threads() == before
