@@ -210,10 +210,7 @@ def sidecar_text(entries: Iterable[EnrichmentEntry], *, versions: bool = False) 
     """
     cleaned: dict[tuple[str, str], EnrichmentEntry] = {}
     for entry in entries:
-        try:
-            good = clean_entry(entry)
-        except ValueError as exc:
-            raise MemoryStoreError(f"invalid enrichment entry for {str(entry.path)[:200]!r}: {exc}") from None
+        good = _checked(entry)
         key = (good.path, good.sha256 if versions else "")
         cleaned.pop(key, None)
         cleaned[key] = good
@@ -229,6 +226,16 @@ def sidecar_text(entries: Iterable[EnrichmentEntry], *, versions: bool = False) 
             obj["model"] = entry.model
         lines.append(json.dumps(obj) + "\n")  # ASCII escapes: a path with undecodable bytes still round-trips
     return "".join(lines)
+
+
+def _checked(entry: object) -> EnrichmentEntry:
+    """``entry`` cleaned; MemoryStoreError in one line when it is no EnrichmentEntry or its path or hash is invalid."""
+    if not isinstance(entry, EnrichmentEntry):
+        raise MemoryStoreError(f"expected an EnrichmentEntry, got {type(entry).__name__}")
+    try:
+        return clean_entry(entry)
+    except ValueError as exc:
+        raise MemoryStoreError(f"invalid enrichment entry for {str(entry.path)[:200]!r}: {exc}") from None
 
 
 def write_enrichment(path: str | os.PathLike[str], entries: Iterable[EnrichmentEntry]) -> Path:
@@ -294,9 +301,10 @@ def update_in_folder(
     ``follow``, a symlink at ``name`` is refused (MemoryPathError); the new file never goes through one.
     ``where`` names the sidecar in errors; ``gone`` as for ``update_enrichment``.
     """
+    given = [_checked(entry) for entry in entries]  # before anything is read: a bad one is an error, never dropped by a prune
     with file_lock(name + ".lock", dir_fd=folder_fd):
         current, mode = _current(folder_fd, name, follow, where)
-        for entry in entries:
+        for entry in given:
             current[entry.path] = (entry,)  # the entry for the memory's bytes now: every older one is stale
         every = [entry for versions in current.values() for entry in versions]
         kept = every if live_paths is None else prune_enrichment(every, live_paths, gone)

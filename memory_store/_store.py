@@ -129,7 +129,7 @@ class MemoryStore:
         open, whenever the root's folder changes identity (a symlinked root retargeted, the folder replaced
         by a symlink) before it is watched, and at every rescan of the whole root.
         """
-        refusal = debounce_refusal(debounce_ms)
+        refusal = debounce_refusal(debounce_ms) or _options_refusal(roots, max_bytes, max_entries, reuse, enrichment)
         if refusal is not None:
             raise MemoryStoreError(refusal)
         for spec in roots:
@@ -199,6 +199,8 @@ class MemoryStore:
 
         Callbacks run on the store's watcher thread, in version order; keep them short.
         """
+        if not callable(callback):
+            raise MemoryStoreError(f"subscribe takes a callable, got {type(callback).__name__}")
         with self._lock:
             self._subscribers.append(callback)
 
@@ -448,6 +450,28 @@ def root_labels(*paths: str | os.PathLike[str]) -> list[str]:
     """The label each of ``paths`` gets as a root of one store opened with them in this order (a ref
     is ``<label>/<path>``): what a record of refs, such as the recall trail, is read back with."""
     return [root.label for root in _resolve_roots(paths)]
+
+
+def _options_refusal(
+    roots: tuple[object, ...], max_bytes: object, max_entries: object, reuse: object, enrichment: object
+) -> str | None:
+    """Why ``MemoryStore.open``'s arguments cannot be used, in one line, or None: what a wrong type or
+    bound would otherwise do deep inside (a traceback, or every memory skipped with max_bytes=-1)."""
+    for n, spec in enumerate(roots):
+        pair = isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], (str, os.PathLike))
+        if not (isinstance(spec, (str, os.PathLike)) or pair):
+            return f"root {n + 1} must be a path or a (label, path) pair, got {type(spec).__name__}"
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        return f"max_bytes must be a whole number of bytes, 1 or more; got {max_bytes!r}"
+    if max_entries is not None and (isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1):
+        return f"max_entries must be None or a whole number, 1 or more; got {max_entries!r}"
+    if reuse is not None and not callable(reuse):
+        return f"reuse must be None or a callable, got {type(reuse).__name__}"
+    if not isinstance(enrichment, bool) and not (
+        isinstance(enrichment, Mapping) and all(isinstance(v, (str, os.PathLike)) for v in enrichment.values())
+    ):
+        return "enrichment must be True, False or a mapping of root label or path to sidecar path"
+    return None
 
 
 def _resolve_roots(specs: tuple[RootSpec, ...]) -> list[Root]:

@@ -29,7 +29,7 @@ from recall_kit._config import SelectorConfig
 from recall_kit._errors import UsageError
 from recall_kit._recaller import Opened, Recaller
 from recall_kit._settings import environment_setting
-from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, check_delivery
+from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, check_clients, check_delivery
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
 from recall_kit._cache_file import (
@@ -323,6 +323,9 @@ def open_recaller(
     ``body_budget`` 0 or more); nothing is left open when it raises.
     """
     check_delivery(initial_wait_ms, body_budget)  # before anything is opened
+    check_clients(selector, enrich, telemetry, configs=True)
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise UsageError(f"cache_dir must be a folder path or None, got {type(cache_dir).__name__}")
     closers: list[Callable[[], object]] = []  # what was opened here, in order
     try:
         store: MemoryStore | Snapshot

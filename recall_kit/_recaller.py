@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from memory_store import MemoryDoc, Snapshot
 from recall_kit._errors import SessionClosedError, UsageError
 from recall_kit._session import RecallSession
-from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, Stages, check_delivery
+from recall_kit._stages import INITIAL_WAIT_MS, SKIP_MODEL_WHEN_CERTAIN, Stages, check_clients, check_delivery
 from recall_kit._sync_session import SyncRecallSession
 from recall_kit._telemetry import Telemetry
 from recall_kit.limits import BODY_BUDGET
@@ -69,6 +69,7 @@ class Recaller:
         skip_certain: bool = SKIP_MODEL_WHEN_CERTAIN,
     ):
         check_delivery(initial_wait_ms, body_budget)  # before anything is built
+        check_clients(selector, enrich, telemetry)
         self.enrichment: BackgroundEnrichment | None = None
         self._closers: list[Callable[[], object]] = []  # what this Recaller made, closed last first
         self._owned_selector: Selector | None = None

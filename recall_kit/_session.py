@@ -87,6 +87,11 @@ class RecallSession:
             raise UsageError(f"begin() takes the user's prompt as a str, got {type(query).__name__}")
         if abort is not None and not isinstance(abort, (asyncio.Event, threading.Event)):
             raise UsageError(f"begin() takes abort as an asyncio.Event or a threading.Event, got {type(abort).__name__}")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise UsageError("begin() runs on an event loop: call it from async code, or use recaller.sync_session() "
+                             "from a thread") from None
         self.cancel("new_query")
         stages = self.stages
         handle = PrefetchHandle(next(self._handle_ids), bounded_prompt(query), FastResultBox(), query_chars=len(query))

@@ -44,6 +44,21 @@ def check_delivery(initial_wait_ms: object, body_budget: object) -> None:
         raise UsageError(f"body_budget must be a whole number of characters, 0 or more, got {body_budget!r}")
 
 
+def check_clients(selector: object, enrich: object, telemetry: object, *, configs: bool = False) -> None:
+    """The one check of the model clients and the telemetry sink a Recaller is given (``configs``: a
+    SelectorConfig is taken too, as ``open_recaller`` takes one): UsageError for what is none of them,
+    a model's name given for its config, say, which failed only at the first prompt, with a traceback."""
+    from recall_kit._config import SelectorConfig
+
+    for name, value, method in (("selector", selector, "select"), ("enrich", enrich, "enrich")):
+        if value is None or (configs and isinstance(value, SelectorConfig)) or callable(getattr(value, method, None)):
+            continue
+        wanted = "a SelectorConfig, " if configs else ""
+        raise UsageError(f"{name} must be {wanted}a client with {method}() or None, got {type(value).__name__}")
+    if telemetry is not None and not callable(telemetry) and not callable(getattr(telemetry, "emit", None)):
+        raise UsageError(f"telemetry must be a Telemetry, a callable or None, got {type(telemetry).__name__}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stages:
     """What a session runs: the fast stage, the model stage, the learner, telemetry and delivery settings.

@@ -126,3 +126,57 @@ def test_a_missing_root_is_a_store_error_and_leaves_nothing_open(tmp_path: Path)
     with pytest.raises(MemoryStoreError, match="does not exist"):
         open_recaller([tmp_path / "nowhere"], cache_dir=tmp_path)
     assert len(watcher_threads()) == before
+
+
+@pytest.mark.parametrize(("setting", "value", "words"), [
+    ("selector", "gpt-4o", "selector must be a SelectorConfig, a client with select() or None, got str"),
+    ("enrich", "gpt-4o", "enrich must be a SelectorConfig, a client with enrich() or None, got str"),
+    ("telemetry", 123, "telemetry must be a Telemetry, a callable or None, got int"),
+    ("cache_dir", 123, "cache_dir must be a folder path or None, got int"),
+])
+def test_a_client_or_sink_of_the_wrong_kind_is_refused_before_anything_opens(
+    memory_root: Path, setting: str, value: object, words: str
+) -> None:
+    # a model's name given for its config was taken, then logged a traceback at every prompt
+    before = len(watcher_threads())
+    with pytest.raises(UsageError, match=re.escape(words)):
+        open_recaller([memory_root], **{setting: value})  # type: ignore[arg-type]
+    assert len(watcher_threads()) == before
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"max_bytes": -1}, "max_bytes must be a whole number of bytes, 1 or more; got -1"),
+    ({"max_bytes": "x"}, "got 'x'"),
+    ({"max_entries": "5"}, "max_entries must be None or a whole number, 1 or more; got '5'"),
+    ({"reuse": 5}, "reuse must be None or a callable, got int"),
+    ({"enrichment": {"mem": 5}}, "enrichment must be True, False or a mapping"),
+])
+def test_store_options_of_the_wrong_kind_are_one_line(memory_root: Path, options: dict, words: str) -> None:
+    # max_bytes=-1 loaded no memory at all, without a word; the others were tracebacks from deep inside
+    with pytest.raises(MemoryStoreError, match=re.escape(words)):
+        MemoryStore.open(memory_root, watch=False, **options)
+    for root in (123, (5, memory_root), ("a", memory_root, "x")):
+        with pytest.raises(MemoryStoreError, match="root 1 must be a path or a"):
+            MemoryStore.open(root, watch=False)  # type: ignore[arg-type]
+
+
+def test_record_enrichment_refuses_what_is_no_valid_entry_in_one_line(memory_root: Path) -> None:
+    from memory_store import EnrichmentEntry
+
+    with MemoryStore.open(memory_root, watch=False) as store:
+        label = store.roots[0][0]
+        with pytest.raises(MemoryStoreError, match="expected an EnrichmentEntry, got str"):
+            store.record_enrichment(label, ["x"])  # type: ignore[list-item]
+        with pytest.raises(MemoryStoreError, match="invalid enrichment entry for '/etc/x.md'"):
+            store.record_enrichment(label, [EnrichmentEntry("/etc/x.md", "0" * 64)])  # was dropped by the prune, unsaid
+        with pytest.raises(MemoryStoreError, match="subscribe takes a callable, got int"):
+            store.subscribe(5)  # type: ignore[arg-type]
+
+
+def test_begin_outside_an_event_loop_is_one_usage_error_and_starts_nothing(memory_root: Path) -> None:
+    # it raised "no running event loop" after the prompt's handle was set, with a coroutine never awaited
+    with open_recaller([memory_root], watch=False, use_cache=False) as recaller:
+        session = recaller.session()
+        with pytest.raises(UsageError, match=r"begin\(\) runs on an event loop: .*sync_session\(\)"):
+            session.begin("how do we deploy?")
+        assert not session.pending
