@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from throwaway_user import python_for_anyone, throwaway_user
+from throwaway_user import folder_for_anyone, python_for_anyone, throwaway_user
 
 import memory_store
 
@@ -54,12 +52,8 @@ def _memory(root: Path, rel: str) -> None:
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A folder outside pytest's private tmp_path, where another user's files can live."""
-    made = Path(tempfile.mkdtemp(prefix="recall-kit-unreadable-"))
-    os.chmod(made, 0o755)
-    try:
+    with folder_for_anyone("recall-kit-unreadable-") as made:
         yield made
-    finally:
-        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.mark.parametrize("case", ["folder", "files"])

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from integration_support import DEPLOY_PROMPT, Env, memories, serve_refusal, stop_daemon, wait_for  # noqa: F401
-from throwaway_user import python_for_anyone, throwaway_user
+from throwaway_user import folder_for_anyone, python_for_anyone, throwaway_user
 
 # A daemon as another user would run it: it answers every request and injects its own context.
 FAKE_DAEMON = r"""
@@ -42,12 +40,8 @@ def _prompt() -> dict[str, object]:
 @pytest.fixture
 def shared_base() -> Iterator[Path]:
     """A folder outside pytest's private tmp_path, where another user's files can live."""
-    base = Path(tempfile.mkdtemp(prefix="recall-kit-shared-"))
-    os.chmod(base, 0o755)
-    try:
+    with folder_for_anyone("recall-kit-shared-") as base:
         yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _env_with_cache_under(base: Path, cache_home: Path) -> Env:

@@ -8,8 +8,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -36,3 +38,14 @@ def python_for_anyone() -> str:
         if os.path.exists(candidate) and os.stat(candidate).st_mode & stat.S_IXOTH:
             return candidate
     pytest.fail("no world-executable python3 for the other user's process")
+
+
+@contextmanager
+def folder_for_anyone(prefix: str) -> Iterator[Path]:
+    """A fresh folder outside pytest's private tmp_path (mode 0755), where another user's files can live."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
