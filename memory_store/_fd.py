@@ -197,9 +197,9 @@ def open_current(folder_fd: int, name: str, *, follow: bool, where: str) -> int 
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise MemoryPathError(f"refused {where}: it is a symlink; symlinks are not followed") from None
-        raise unreadable_current(where, exc.strerror) from None
+        raise not_updated(where, f"unreadable ({exc.strerror})") from None
 
 
-def unreadable_current(where: str, reason: str | None) -> MemoryStoreError:
-    """The error of a writer that cannot read the file it would replace: its entries would be lost."""
-    return MemoryStoreError(f"{where} is not updated: unreadable ({reason}); its entries would be lost (nothing written)")
+def not_updated(where: str, why: str) -> MemoryStoreError:
+    """The error of a writer that cannot read the whole file it would replace (``why``): its entries would be lost."""
+    return MemoryStoreError(f"{where} is not updated: {why}; its entries would be lost (nothing written)")

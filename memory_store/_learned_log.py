@@ -20,7 +20,7 @@ from memory_store._fd import (
     kind_at,
     open_current,
     open_own_file,
-    unreadable_current,
+    not_updated,
     opened_folder,
     opened_root,
     own_file_refusal,
@@ -267,7 +267,7 @@ class LearnedFile:
                             raise MemoryPathError(f"refused {where}: it is not a regular file")
                         parse = self._taken(fd)
                     except OSError as exc:
-                        raise unreadable_current(where, exc.strerror) from None
+                        raise not_updated(where, f"unreadable ({exc.strerror})") from None
                     finally:
                         os.close(fd)
                 elif not create and kind_at(folder_fd, name) == "missing":

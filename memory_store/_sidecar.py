@@ -29,7 +29,7 @@ from memory_store._fd import (
     opened_root,
     own_file_refusal,
     read_bounded_fd,
-    unreadable_current,
+    not_updated,
 )
 from memory_store._scan import Root
 from memory_store._terms import clean_terms, valid_path
@@ -325,12 +325,12 @@ def _current(folder_fd: int, name: str, follow: bool, where: str) -> tuple[Versi
         info = os.fstat(fd)
     except OSError as exc:
         os.close(fd)
-        raise unreadable_current(where, exc.strerror) from None
+        raise not_updated(where, f"unreadable ({exc.strerror})") from None
     mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
     entries, problems = read_sidecar_fd(fd)
     whole = [reason for line, reason in problems if line == 0]  # too big, unreadable: not one entry was read
     if whole:
-        raise MemoryStoreError(f"{where} is not updated: {whole[0]}; its entries would be lost (nothing written)")
+        raise not_updated(where, whole[0])
     return entries, mode
 
 
